@@ -1,0 +1,129 @@
+import { MinHeap } from "./heap.ts";
+
+/** Cancels a scheduled callback; calling it twice is harmless. */
+export type Cancel = () => void;
+
+/** Every wait and timeout in breakwater goes through a Clock (DESIGN rule 9). */
+export interface Clock {
+  now(): number;
+  /** Resolves after `ms`; rejects at once with `signal.reason` when the signal aborts. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** Runs `fn` after `ms`. The returned function cancels it. */
+  schedule(ms: number, fn: () => void): Cancel;
+}
+
+function sleepWith(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      cancel();
+      reject(signal!.reason);
+    };
+    const cancel = clock.schedule(ms, () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    });
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Real time. Timers are unref'd so a pending retry never keeps a CLI alive on its own. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep(ms, signal) {
+    return sleepWith(systemClock, ms, signal);
+  },
+  schedule(ms, fn) {
+    const t = setTimeout(fn, Math.max(0, ms));
+    t.unref?.();
+    return () => clearTimeout(t);
+  },
+};
+
+interface Timer {
+  at: number;
+  seq: number;
+  fn: (() => void) | undefined;
+}
+
+const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Virtual time for tests and the storm. `advance(ms)` fires due timers in order of
+ * time (then of scheduling), and after each one waits a `setImmediate` turn, which
+ * drains every pending promise callback, so code that awaits between timers sees time
+ * move the way it would for real.
+ */
+export class VirtualClock implements Clock {
+  #now: number;
+  #seq = 0;
+  #live = 0;
+  readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
+
+  constructor(startMs = 0) {
+    if (!Number.isFinite(startMs))
+      throw new RangeError(`VirtualClock: startMs must be finite; got ${startMs}`);
+    this.#now = startMs;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  /** Timers scheduled and neither fired nor cancelled. */
+  get pending(): number {
+    return this.#live;
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return sleepWith(this, ms, signal);
+  }
+
+  schedule(ms: number, fn: () => void): Cancel {
+    const timer: Timer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn };
+    this.#timers.push(timer);
+    this.#live++;
+    return () => {
+      if (timer.fn === undefined) return;
+      timer.fn = undefined;
+      this.#live--;
+    };
+  }
+
+  /** Moves time forward by `ms`, firing every timer due on the way. */
+  async advance(ms: number): Promise<void> {
+    if (!(ms >= 0)) throw new RangeError(`VirtualClock.advance: ms must be >= 0; got ${ms}`);
+    const target = this.#now + ms;
+    await drain();
+    while (this.#fireNext(target)) await drain();
+    this.#now = target;
+    await drain();
+  }
+
+  /** Fires timers until none is left (or `limit` have fired); returns how many fired. */
+  async runAll(limit = 1_000_000): Promise<number> {
+    let fired = 0;
+    await drain();
+    while (fired < limit && this.#fireNext(Number.POSITIVE_INFINITY)) {
+      fired++;
+      await drain();
+    }
+    return fired;
+  }
+
+  /** Fires the earliest live timer due at or before `limit`. */
+  #fireNext(limit: number): boolean {
+    for (;;) {
+      const next = this.#timers.peek();
+      if (next === undefined || next.at > limit) return false;
+      this.#timers.pop();
+      const fn = next.fn;
+      if (fn === undefined) continue;
+      next.fn = undefined;
+      this.#live--;
+      if (next.at > this.#now) this.#now = next.at;
+      fn();
+      return true;
+    }
+  }
+}

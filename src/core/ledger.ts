@@ -1,0 +1,87 @@
+import type { Failure } from "./failure.ts";
+import { addUsage, costOf, type Price, type Usage, ZERO_USAGE } from "./usage.ts";
+
+export interface AttemptRecord {
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly durationMs: number;
+  /** The backoff waited before this attempt began (0 for the first). */
+  readonly waitMs: number;
+  readonly outcome: "ok" | "failed";
+  readonly failure?: Failure;
+  readonly usage?: Usage;
+}
+
+/**
+ * What one logical call cost (DESIGN rule 7): `usage` is the successful attempt's (the
+ * context figure), `wasted` the sum over failed attempts, `billed` = usage + wasted. A
+ * call where nothing succeeded still reports everything it spent, in `wasted`.
+ */
+export class Ledger {
+  readonly attempts: AttemptRecord[] = [];
+  readonly startedAt: number;
+  readonly model: string | undefined;
+  readonly price: Price | undefined;
+  endedAt: number | undefined;
+
+  constructor(startedAt: number, model?: string, price?: Price) {
+    this.startedAt = startedAt;
+    this.model = model;
+    this.price = price;
+  }
+
+  record(a: AttemptRecord): void {
+    this.attempts.push(a);
+  }
+
+  get retries(): number {
+    return Math.max(0, this.attempts.length - 1);
+  }
+
+  get succeeded(): boolean {
+    return this.attempts.some((a) => a.outcome === "ok");
+  }
+
+  get usage(): Usage {
+    const ok = this.attempts.find((a) => a.outcome === "ok");
+    return ok?.usage ?? ZERO_USAGE;
+  }
+
+  get wasted(): Usage {
+    let u = ZERO_USAGE;
+    for (const a of this.attempts) if (a.outcome === "failed") u = addUsage(u, a.usage);
+    return u;
+  }
+
+  get billed(): Usage {
+    return addUsage(this.usage, this.wasted);
+  }
+
+  /** Money, when a price is known: `{ usage, wasted, billed }` in the price's currency. */
+  get cost(): { usage: number; wasted: number; billed: number } | undefined {
+    if (this.price === undefined) return undefined;
+    return {
+      usage: costOf(this.usage, this.price)!,
+      wasted: costOf(this.wasted, this.price)!,
+      billed: costOf(this.billed, this.price)!,
+    };
+  }
+
+  get waitedMs(): number {
+    return this.attempts.reduce((s, a) => s + a.waitMs, 0);
+  }
+
+  toJSON() {
+    return {
+      model: this.model,
+      startedAt: this.startedAt,
+      endedAt: this.endedAt,
+      attempts: this.attempts,
+      usage: this.usage,
+      wasted: this.wasted,
+      billed: this.billed,
+      cost: this.cost,
+    };
+  }
+}

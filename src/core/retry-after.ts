@@ -1,0 +1,75 @@
+import { type HeaderBag, readHeader } from "./headers.ts";
+
+/** The longest delay a timer can hold (setTimeout's limit): "never unbounded". */
+export const MAX_DELAY_MS = 2_147_483_647;
+
+const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const DAY = "(?:mon|tue|wed|thu|fri|sat|sun)";
+const LONG_DAY = "(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)";
+const MON = "(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)";
+const TIME = "(\\d{2}):(\\d{2}):(\\d{2})";
+// RFC 9110 section 5.6.7: the preferred form and the two obsolete ones a recipient must accept.
+const IMF_FIXDATE = new RegExp(`^${DAY}, (\\d{2}) ${MON} (\\d{4}) ${TIME} GMT$`, "i");
+const RFC850 = new RegExp(`^${LONG_DAY}, (\\d{2})-${MON}-(\\d{2}) ${TIME} GMT$`, "i");
+const ASCTIME = new RegExp(`^${DAY} ${MON} ([ \\d]\\d) ${TIME} (\\d{4})$`, "i");
+
+function utc(year: number, mon: string, day: number, h: number, m: number, s: number) {
+  if (day < 1 || day > 31 || h > 23 || m > 59 || s > 60) return undefined;
+  const month = MONTHS.indexOf(mon.toLowerCase());
+  const ms = Date.UTC(year, month, day, h, m, Math.min(s, 59));
+  // Date.UTC rolls 31 Feb into March: reject dates that do not exist.
+  return new Date(ms).getUTCDate() === day ? ms : undefined;
+}
+
+/** Parses an HTTP-date in any of the three RFC 9110 forms; undefined if it is not one. */
+export function parseHttpDate(value: string, nowMs: number): number | undefined {
+  let m = IMF_FIXDATE.exec(value);
+  if (m) return utc(+m[3]!, m[2]!, +m[1]!, +m[4]!, +m[5]!, +m[6]!);
+  m = ASCTIME.exec(value);
+  if (m) return utc(+m[6]!, m[1]!, +m[2]!.trim(), +m[3]!, +m[4]!, +m[5]!);
+  m = RFC850.exec(value);
+  if (m) {
+    // A two-digit year more than 50 years in the future means the most recent past
+    // year with those digits (RFC 9110 5.6.7).
+    const nowYear = new Date(nowMs).getUTCFullYear();
+    let year = Math.floor(nowYear / 100) * 100 + +m[3]!;
+    if (year > nowYear + 50) year -= 100;
+    return utc(year, m[2]!, +m[1]!, +m[4]!, +m[5]!, +m[6]!);
+  }
+  return undefined;
+}
+
+const clamp = (ms: number) => Math.min(MAX_DELAY_MS, Math.max(0, Math.ceil(ms)));
+const SECONDS = /^\d+(?:\.\d+)?$/;
+
+/** Parses one Retry-After value: delay-seconds or an HTTP-date. */
+export function parseRetryAfterValue(value: string | number, nowMs: number): number | undefined {
+  if (typeof value === "number")
+    return Number.isFinite(value) && value >= 0 ? clamp(value * 1000) : undefined;
+  const v = value.trim();
+  if (v === "") return undefined;
+  if (SECONDS.test(v)) return clamp(Number(v) * 1000);
+  const at = parseHttpDate(v, nowMs);
+  return at === undefined ? undefined : clamp(at - nowMs); // a past date is 0
+}
+
+function isHeaderBag(x: unknown): x is HeaderBag {
+  return x !== null && typeof x === "object";
+}
+
+/**
+ * The server's wait hint in milliseconds: `retry-after-ms` first (OpenAI, Anthropic),
+ * then `Retry-After` as delay-seconds or HTTP-date. Never negative, NaN or beyond
+ * MAX_DELAY_MS; a past date is 0; anything unparseable is undefined.
+ */
+export function parseRetryAfter(
+  headersOrValue: HeaderBag | string | number | null | undefined,
+  nowMs: number = Date.now(),
+): number | undefined {
+  if (headersOrValue === null || headersOrValue === undefined) return undefined;
+  if (!isHeaderBag(headersOrValue)) return parseRetryAfterValue(headersOrValue, nowMs);
+  const ms = readHeader(headersOrValue, "retry-after-ms");
+  if (ms !== undefined && SECONDS.test(ms.trim())) return clamp(Number(ms.trim()));
+  const ra = readHeader(headersOrValue, "retry-after");
+  return ra === undefined ? undefined : parseRetryAfterValue(ra, nowMs);
+}

@@ -1,0 +1,243 @@
+import { classify } from "../core/classify.ts";
+import { BreakwaterError, type GiveUpReason, tagError } from "../core/errors.ts";
+import { type Failure, UPSTREAM_KINDS } from "../core/failure.ts";
+import { Ledger } from "../core/ledger.ts";
+import type { Usage } from "../core/usage.ts";
+import type { Run } from "../run/run.ts";
+import { AttemptScope } from "./attempt-scope.ts";
+import type { ResolvedOptions } from "./options.ts";
+
+/** What every attempt is handed. */
+export interface AttemptContext {
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** Aborts at the attempt's timeout, the deadline, or the caller's abort. */
+  readonly signal: AbortSignal;
+  /** The call's deadline as a time on the policy's clock (Infinity when none). */
+  readonly deadline: number;
+  /** Time this attempt may take: min(attempt timeout, call deadline, run share). */
+  readonly remainingMs: number;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  run?: Run;
+}
+
+/** Reasons the policy raises as a BreakwaterError; the rest tag the provider's own error. */
+const OWN_REASONS: ReadonlySet<GiveUpReason> = new Set([
+  "deadline",
+  "budget",
+  "retry-after-too-long",
+  "circuit-open",
+  "stream-interrupted",
+  "attempt-timeout",
+  "run-attempts",
+  "run-deadline",
+  "run-tokens",
+  "run-retry-share",
+  "run-tool-failures",
+]);
+
+const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
+  u === undefined
+    ? undefined
+    : { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0 };
+
+/**
+ * One logical call: the state of its retry loop (DESIGN rules 1, 2, 6, 8). `execute` and
+ * `stream` drive it: begin an attempt, then report success or failure; `fail` either
+ * waits out the backoff and returns (retry) or throws the error the caller should see.
+ */
+export class Call {
+  readonly ledger: Ledger;
+  readonly #o: ResolvedOptions;
+  readonly #signal: AbortSignal | undefined;
+  readonly #run: Run | undefined;
+  readonly deadline: number;
+  readonly #deadlineReason: "deadline" | "run-deadline";
+  #attempt = 0;
+  #attemptStart = 0;
+  #waitBefore = 0;
+  #lastDelay = 0;
+  #scope: AttemptScope | undefined;
+
+  constructor(o: ResolvedOptions, options: CallOptions = {}) {
+    this.#o = o;
+    this.#signal = options.signal;
+    this.#run = options.run;
+    const now = o.clock.now();
+    this.ledger = new Ledger(now, o.model, o.price);
+    const own = now + o.deadlineMs;
+    const runs = this.#run?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
+    this.deadline = Math.min(own, runs);
+    this.#deadlineReason = runs < own ? "run-deadline" : "deadline";
+    this.#run?.addCall(this.ledger);
+  }
+
+  get attempt(): number {
+    return this.#attempt;
+  }
+
+  /** Starts an attempt, or throws if the call may not make one (caller abort, run, breaker). */
+  begin(): { scope: AttemptScope; context: AttemptContext } {
+    const o = this.#o;
+    const now = o.clock.now();
+    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
+    const refused = this.#run?.refuseAttempt(now);
+    if (refused) this.#giveUp(refused, undefined, undefined);
+    if (now >= this.deadline) this.#giveUp(this.#deadlineReason, undefined, undefined);
+    if (o.breaker && !o.breaker.tryAcquire()) this.#giveUp("circuit-open", undefined, undefined);
+    this.#attempt++;
+    this.#run?.addAttempt(this.#attempt > 1);
+    this.#attemptStart = now;
+    const scope = new AttemptScope(o.clock, this.#signal);
+    const toDeadline = this.deadline - now;
+    const remainingMs = Math.min(o.attemptTimeoutMs, toDeadline);
+    scope.arm(remainingMs, o.attemptTimeoutMs <= toDeadline ? "attempt" : this.#deadlineReason);
+    this.#scope = scope;
+    return {
+      scope,
+      context: {
+        attempt: this.#attempt,
+        signal: scope.signal,
+        deadline: this.deadline,
+        remainingMs,
+      },
+    };
+  }
+
+  usageOf(value: unknown): Usage | undefined {
+    return this.#o.usage ? fullUsage(this.#o.usage(value)) : undefined;
+  }
+
+  succeed(usage?: Partial<Usage>): void {
+    const o = this.#o;
+    this.#scope?.end();
+    this.#record("ok", undefined, fullUsage(usage));
+    o.breaker?.onSuccess();
+    o.budget?.onSuccess();
+    this.ledger.endedAt = o.clock.now();
+    o.onSuccess?.({ attempts: this.#attempt, ledger: this.ledger });
+  }
+
+  /** Classifies the failure of the attempt that is running. */
+  classify(error: unknown): Failure {
+    const scope = this.#scope;
+    if (scope?.callerAborted) return { kind: "cancelled", retryable: false };
+    if (scope?.timedOut)
+      return { kind: "timeout", retryable: true, code: `${scope.timedOut.by}_timeout` };
+    const now = this.#o.clock.now();
+    return this.#o.classify?.(error, now) ?? classify(error, now);
+  }
+
+  /**
+   * The attempt failed. Waits and returns when the call should try again; otherwise
+   * throws what the caller should see. `failure` overrides the classification (an
+   * adapter's in-band error, a stream interruption).
+   */
+  async fail(error: unknown, usage?: Partial<Usage>, failure?: Failure): Promise<void> {
+    const o = this.#o;
+    const scope = this.#scope;
+    const f = failure ?? this.classify(error);
+    scope?.end();
+    this.#record("failed", f, fullUsage(usage));
+    if (UPSTREAM_KINDS.has(f.kind)) o.breaker?.onFailure();
+    else o.breaker?.onNeutral();
+
+    if (f.kind === "cancelled")
+      this.#giveUp("cancelled", this.#signal?.aborted ? this.#signal.reason : error, f);
+    const timedOut = scope?.timedOut;
+    if (timedOut?.by === "deadline" || timedOut?.by === "run-deadline")
+      this.#giveUp(timedOut.by, timedOut, f);
+    if (!f.retryable) this.#giveUp("not-retryable", error, f);
+    if (this.#attempt >= o.maxAttempts)
+      this.#giveUp(timedOut ? "attempt-timeout" : "attempts-exhausted", error, f);
+
+    const now = o.clock.now();
+    let delay: number;
+    const hint = f.retryAfterMs;
+    if (hint !== undefined) {
+      if (hint > o.retryAfterMaxMs) this.#giveUp("retry-after-too-long", error, f, hint);
+      // Never earlier than asked; a little jitter on top so clients told alike spread out.
+      delay = hint + o.random() * Math.min(o.retryAfterJitterMs, hint * 0.2);
+    } else {
+      delay = o.backoff.delay(this.#attempt, f.kind, this.#lastDelay, o.random);
+    }
+    if (now + delay >= this.deadline) this.#giveUp(this.#deadlineReason, error, f, hint);
+    if (this.#run && now + delay >= this.#run.deadline)
+      this.#giveUp("run-deadline", error, f, hint);
+    const refused = this.#run?.refuseAttempt(now) ?? this.#run?.refuseRetry();
+    if (refused) this.#giveUp(refused, error, f);
+    if (o.breaker?.state === "open") this.#giveUp("circuit-open", error, f);
+    if (o.budget && !o.budget.tryAcquire()) this.#giveUp("budget", error, f);
+    if (
+      o.onRetry?.({
+        attempt: this.#attempt,
+        error,
+        failure: f,
+        delayMs: delay,
+        ledger: this.ledger,
+      }) === false
+    ) {
+      o.budget?.refund();
+      this.#giveUp("vetoed", error, f);
+    }
+    try {
+      await o.clock.sleep(delay, this.#signal);
+    } catch {
+      this.#giveUp("cancelled", this.#signal?.reason, { kind: "cancelled", retryable: false });
+    }
+    this.#waitBefore = delay;
+    this.#lastDelay = delay;
+  }
+
+  /** Ends the call with the error the caller sees (DESIGN rule 8). */
+  giveUp(
+    reason: GiveUpReason,
+    error: unknown,
+    failure: Failure | undefined,
+    extra?: { partial?: BreakwaterError["partial"] },
+  ): never {
+    return this.#giveUp(reason, error, failure, undefined, extra?.partial);
+  }
+
+  #record(outcome: "ok" | "failed", failure: Failure | undefined, usage: Usage | undefined) {
+    const now = this.#o.clock.now();
+    this.ledger.record({
+      attempt: this.#attempt,
+      startedAt: this.#attemptStart,
+      durationMs: now - this.#attemptStart,
+      waitMs: this.#waitBefore,
+      outcome,
+      ...(failure && { failure }),
+      ...(usage && { usage }),
+    });
+  }
+
+  #giveUp(
+    reason: GiveUpReason,
+    error: unknown,
+    failure: Failure | undefined,
+    retryAfterMs?: number,
+    partial?: BreakwaterError["partial"],
+  ): never {
+    const ledger = this.ledger;
+    ledger.endedAt = this.#o.clock.now();
+    let thrown = error;
+    const foreign = error !== null && typeof error === "object";
+    if (OWN_REASONS.has(reason) || !foreign) {
+      thrown = new BreakwaterError(reason, {
+        cause: error,
+        ledger,
+        failure,
+        ...(retryAfterMs !== undefined && { retryAfterMs }),
+        ...(partial && { partial }),
+      });
+    } else {
+      tagError(error, reason, ledger, failure);
+    }
+    this.#o.onGiveUp?.({ reason, error: thrown, failure, ledger });
+    throw thrown;
+  }
+}

@@ -1,0 +1,56 @@
+import type { Clock } from "../core/clock.ts";
+import type { Usage } from "../core/usage.ts";
+
+/** One scripted answer of a fake model: an HTTP-shaped failure, or text. */
+export type FakeStep =
+  | { fail: number; code?: string; retryAfterS?: number; latencyMs?: number }
+  | { text: string; latencyMs?: number };
+
+export interface FakeResult {
+  text: string;
+  usage: Usage;
+}
+
+/** Counts words the same simple way everywhere (fault server, fakes, storm). */
+export const countTokens = (text: string): number => Math.max(1, Math.ceil(text.length / 4));
+
+/**
+ * A model that follows a script, one step per call (the last step repeats), on a given
+ * clock: what tests and the demo drive a policy with.
+ */
+export class FakeModel {
+  readonly calls: number[] = [];
+  readonly #clock: Clock;
+  readonly #steps: readonly FakeStep[];
+  readonly #prompt: string;
+
+  constructor(
+    clock: Clock,
+    steps: readonly FakeStep[],
+    prompt = "Summarise the ticket for the customer.",
+  ) {
+    if (steps.length === 0) throw new TypeError("FakeModel: steps must not be empty");
+    this.#clock = clock;
+    this.#steps = steps;
+    this.#prompt = prompt;
+  }
+
+  async generate(signal?: AbortSignal): Promise<FakeResult> {
+    const step = this.#steps[Math.min(this.calls.length, this.#steps.length - 1)]!;
+    this.calls.push(this.#clock.now());
+    if (step.latencyMs) await this.#clock.sleep(step.latencyMs, signal);
+    if ("fail" in step) {
+      const headers: Record<string, string> = {};
+      if (step.retryAfterS !== undefined) headers["retry-after"] = String(step.retryAfterS);
+      throw Object.assign(new Error(`fake model: HTTP ${step.fail}`), {
+        status: step.fail,
+        code: step.code,
+        headers,
+      });
+    }
+    return {
+      text: step.text,
+      usage: { inputTokens: countTokens(this.#prompt), outputTokens: countTokens(step.text) },
+    };
+  }
+}

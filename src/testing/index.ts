@@ -1,0 +1,2 @@
+export { VirtualClock } from "../core/clock.ts";
+export { countTokens, FakeModel, type FakeResult, type FakeStep } from "./fake-model.ts";
