@@ -24,27 +24,57 @@ export class AttemptTimeoutError extends Error {
 /**
  * One attempt's signal: aborts at its timeout, at the deadline or when the caller aborts,
  * and leaves no timer or listener behind once `end()` runs (a long-lived caller signal must
- * not collect listeners).
+ * not collect listeners). The AbortController is made only when someone reads `signal`:
+ * on the success path of a call with nothing to abort it, that is most of the overhead.
  */
 export class AttemptScope {
-  readonly #controller = new AbortController();
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** The call's deadline as a time on the policy's clock (Infinity when none). */
+  readonly deadline: number;
+  /** Time this attempt may take: min(attempt timeout, call deadline, run share). */
+  readonly remainingMs: number;
+  #controller: AbortController | undefined;
   readonly #clock: Clock;
   readonly #caller: AbortSignal | undefined;
   #cancelTimer: Cancel | undefined;
   #timedOut: AttemptTimeoutError | undefined;
-  readonly #onCallerAbort = () => this.#controller.abort(this.#caller!.reason);
+  #aborted = false;
+  #reason: unknown;
+  #rejectRace: ((e: unknown) => void) | undefined;
+  #onCallerAbort: (() => void) | undefined;
 
-  constructor(clock: Clock, caller: AbortSignal | undefined) {
+  constructor(
+    clock: Clock,
+    caller: AbortSignal | undefined,
+    attempt = 1,
+    deadline = Number.POSITIVE_INFINITY,
+    remainingMs = Number.POSITIVE_INFINITY,
+  ) {
+    this.attempt = attempt;
+    this.deadline = deadline;
+    this.remainingMs = remainingMs;
     this.#clock = clock;
     this.#caller = caller;
     if (caller) {
-      if (caller.aborted) this.#controller.abort(caller.reason);
-      else caller.addEventListener("abort", this.#onCallerAbort, { once: true });
+      if (caller.aborted) this.#abort(caller.reason);
+      else {
+        this.#onCallerAbort = () => this.#abort(caller.reason);
+        caller.addEventListener("abort", this.#onCallerAbort, { once: true });
+      }
     }
   }
 
   get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
     return this.#controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
   }
 
   /** Set when one of our timers cut the attempt. */
@@ -59,48 +89,44 @@ export class AttemptScope {
   /** (Re)arms the timer: an attempt timeout, or a stream's first-token/idle timer. */
   arm(ms: number, by: TimeoutCause): void {
     this.#cancelTimer?.();
-    if (ms === Number.POSITIVE_INFINITY) {
-      this.#cancelTimer = undefined;
-      return;
-    }
-    this.#cancelTimer = this.#clock.schedule(ms, () =>
-      this.abortWith(new AttemptTimeoutError(by, ms)),
-    );
+    this.#cancelTimer =
+      ms === Number.POSITIVE_INFINITY
+        ? undefined
+        : this.#clock.schedule(ms, () => this.abortWith(new AttemptTimeoutError(by, ms)));
   }
 
   abortWith(error: AttemptTimeoutError): void {
-    if (this.#controller.signal.aborted) return;
+    if (this.#aborted) return;
     this.#timedOut = error;
-    this.#controller.abort(error);
+    this.#abort(error);
   }
 
-  /** Settles with `p`, or rejects as soon as the attempt's signal aborts (an operation
-   * that ignores its signal must not hold the call past its deadline). */
+  #abort(reason: unknown) {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+    this.#rejectRace?.(reason);
+  }
+
+  /** Settles with `p`, or rejects as soon as the attempt aborts (an operation that
+   * ignores its signal must not hold the call past its deadline). */
   race<T>(p: Promise<T>): Promise<T> {
-    const signal = this.#controller.signal;
-    if (signal.aborted) {
+    if (this.#aborted) {
       p.catch(() => {});
-      return Promise.reject(signal.reason);
+      return Promise.reject(this.#reason);
     }
+    if (this.#cancelTimer === undefined && this.#caller === undefined) return p; // nothing can abort it
     return new Promise<T>((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
-      p.then(
-        (v) => {
-          signal.removeEventListener("abort", onAbort);
-          resolve(v);
-        },
-        (e) => {
-          signal.removeEventListener("abort", onAbort);
-          reject(e);
-        },
-      );
+      this.#rejectRace = reject;
+      p.then(resolve, reject);
     });
   }
 
   end(): void {
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
-    this.#caller?.removeEventListener("abort", this.#onCallerAbort);
+    this.#rejectRace = undefined;
+    if (this.#onCallerAbort) this.#caller?.removeEventListener("abort", this.#onCallerAbort);
   }
 }

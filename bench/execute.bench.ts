@@ -1,0 +1,33 @@
+import { ExponentialBackoff, handleAll, retry } from "cockatiel";
+import pRetry from "p-retry";
+import { policy } from "../src/policy/policy.ts";
+import { type Case, measure, report } from "./harness.ts";
+
+/** Success-path overhead of one call through each retry wrapper (issue 2's benchmark). */
+export async function benchExecute(): Promise<void> {
+  const work = async () => 42;
+  const bw = policy({ maxAttempts: 3 });
+  const bwFull = policy({
+    maxAttempts: 3,
+    attemptTimeoutMs: 30_000,
+    deadlineMs: 60_000,
+    budget: { maxTokens: 10 },
+  });
+  const cockatiel = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() });
+  const loop = (fn: () => Promise<unknown>) => async (n: number) => {
+    for (let i = 0; i < n; i++) await fn();
+  };
+  const cases: Case[] = [
+    { name: "bare call", run: loop(work) },
+    { name: "breakwater policy.execute", run: loop(() => bw.execute(work)) },
+    { name: "breakwater (timeout+deadline+budget)", run: loop(() => bwFull.execute(work)) },
+    { name: "cockatiel retry.execute", run: loop(() => cockatiel.execute(work)) },
+    { name: "p-retry", run: loop(() => pRetry(work, { retries: 2 })) },
+  ];
+  const results = await measure(cases, 20_000);
+  report("success-path overhead per call (median of 9 rounds x 20k calls)", results, "bare call");
+  const ns = (n: string) => results.find((r) => r.name === n)!.nsPerOp;
+  const base = ns("bare call");
+  const ratio = (ns("breakwater policy.execute") - base) / (ns("cockatiel retry.execute") - base);
+  console.log(`  breakwater overhead / cockatiel overhead: ${ratio.toFixed(2)} (target <= 1)`);
+}
