@@ -23,4 +23,12 @@ export type { AttemptContext, CallOptions } from "./policy/call.ts";
 export type { ExecuteOptions } from "./policy/execute.ts";
 export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
 export { type Policy, policy } from "./policy/policy.ts";
+export {
+  type DiscardInfo,
+  GuardedStream,
+  type OpenStream,
+  type StreamMode,
+  type StreamOptions,
+  type StreamOutcome,
+} from "./policy/stream.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";

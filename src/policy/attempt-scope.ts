@@ -42,6 +42,7 @@ export class AttemptScope {
   #aborted = false;
   #reason: unknown;
   #rejectRace: ((e: unknown) => void) | undefined;
+  #onAbortHook: ((e: unknown) => void) | undefined;
   #onCallerAbort: (() => void) | undefined;
 
   constructor(
@@ -86,13 +87,20 @@ export class AttemptScope {
     return this.#caller?.aborted === true;
   }
 
-  /** (Re)arms the timer: an attempt timeout, or a stream's first-token/idle timer. */
-  arm(ms: number, by: TimeoutCause): void {
+  /** (Re)arms the one timer: an attempt timeout, a deadline, or a stream's watchdog.
+   * When it fires, `recheck` may return a positive number of ms to wait again instead
+   * (an idle timer that saw progress since it was armed). */
+  arm(ms: number, by: TimeoutCause, recheck?: () => number): void {
     this.#cancelTimer?.();
-    this.#cancelTimer =
-      ms === Number.POSITIVE_INFINITY
-        ? undefined
-        : this.#clock.schedule(ms, () => this.abortWith(new AttemptTimeoutError(by, ms)));
+    if (ms === Number.POSITIVE_INFINITY) {
+      this.#cancelTimer = undefined;
+      return;
+    }
+    this.#cancelTimer = this.#clock.schedule(ms, () => {
+      const again = recheck?.() ?? 0;
+      if (again > 0) this.arm(again, by, recheck);
+      else this.abortWith(new AttemptTimeoutError(by, ms));
+    });
   }
 
   abortWith(error: AttemptTimeoutError): void {
@@ -107,6 +115,17 @@ export class AttemptScope {
     this.#reason = reason;
     this.#controller?.abort(reason);
     this.#rejectRace?.(reason);
+    this.#onAbortHook?.(reason);
+  }
+
+  /** True when something (a timer, the caller's signal) can abort this attempt. */
+  get abortable(): boolean {
+    return this.#cancelTimer !== undefined || this.#caller !== undefined;
+  }
+
+  /** Sets the one callback run when the attempt aborts (a stream's pending read). */
+  onAbort(hook: (reason: unknown) => void): void {
+    this.#onAbortHook = hook;
   }
 
   /** Settles with `p`, or rejects as soon as the attempt aborts (an operation that
@@ -127,6 +146,7 @@ export class AttemptScope {
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     this.#rejectRace = undefined;
+    this.#onAbortHook = undefined;
     if (this.#onCallerAbort) this.#caller?.removeEventListener("abort", this.#onCallerAbort);
   }
 }

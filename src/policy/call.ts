@@ -1,5 +1,10 @@
 import { classify } from "../core/classify.ts";
-import { BreakwaterError, type GiveUpReason, tagError } from "../core/errors.ts";
+import {
+  BreakwaterError,
+  type GiveUpReason,
+  type PartialResult,
+  tagError,
+} from "../core/errors.ts";
 import { type Failure, UPSTREAM_KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
@@ -17,6 +22,14 @@ export interface AttemptContext {
   readonly deadline: number;
   /** Time this attempt may take: min(attempt timeout, call deadline, run share). */
   readonly remainingMs: number;
+}
+
+export interface FailOptions {
+  usage?: Partial<Usage>;
+  failure?: Failure;
+  partial?: PartialResult;
+  retry?: false;
+  beforeWait?: () => unknown;
 }
 
 export interface CallOptions {
@@ -56,7 +69,7 @@ export class Call {
   readonly #signal: AbortSignal | undefined;
   readonly #run: Run | undefined;
   readonly deadline: number;
-  readonly #deadlineReason: "deadline" | "run-deadline";
+  readonly deadlineReason: "deadline" | "run-deadline";
   #attempt = 0;
   #attemptStart = 0;
   #waitBefore = 0;
@@ -65,6 +78,7 @@ export class Call {
   /** The clock reading taken at construction, reused by the first attempt (clock reads
    * cost ~50 ns on these machines and dominate the success path). */
   #startNow: number | undefined;
+  #partial: PartialResult | undefined;
 
   constructor(o: ResolvedOptions, options?: CallOptions) {
     this.#o = o;
@@ -76,7 +90,7 @@ export class Call {
     const own = now + o.deadlineMs;
     const runs = this.#run?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
     this.deadline = Math.min(own, runs);
-    this.#deadlineReason = runs < own ? "run-deadline" : "deadline";
+    this.deadlineReason = runs < own ? "run-deadline" : "deadline";
     this.#run?.addCall(this.ledger);
   }
 
@@ -100,7 +114,7 @@ export class Call {
     if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
     const refused = this.#run?.refuseAttempt(now);
     if (refused) this.#giveUp(refused, undefined, undefined);
-    if (now >= this.deadline) this.#giveUp(this.#deadlineReason, undefined, undefined);
+    if (now >= this.deadline) this.#giveUp(this.deadlineReason, undefined, undefined);
     if (o.breaker && !o.breaker.tryAcquire()) this.#giveUp("circuit-open", undefined, undefined);
     this.#attempt++;
     this.#run?.addAttempt(this.#attempt > 1);
@@ -114,7 +128,7 @@ export class Call {
       this.deadline,
       remainingMs,
     );
-    scope.arm(remainingMs, o.attemptTimeoutMs <= toDeadline ? "attempt" : this.#deadlineReason);
+    scope.arm(remainingMs, o.attemptTimeoutMs <= toDeadline ? "attempt" : this.deadlineReason);
     this.#scope = scope;
     return scope;
   }
@@ -146,19 +160,25 @@ export class Call {
   /**
    * The attempt failed. Waits and returns when the call should try again; otherwise
    * throws what the caller should see. `failure` overrides the classification (an
-   * adapter's in-band error, a stream interruption).
+   * adapter's in-band error); `partial` means output already reached the consumer, so
+   * giving up is a `stream-interrupted`; `retry: false` gives up whatever the failure;
+   * `beforeWait` runs once the retry is decided (restart mode's onDiscard).
    */
-  async fail(error: unknown, usage?: Partial<Usage>, failure?: Failure): Promise<void> {
+  async fail(error: unknown, more: FailOptions = {}): Promise<void> {
     const o = this.#o;
     const scope = this.#scope;
-    const f = failure ?? this.classify(error);
+    const f = more.failure ?? this.classify(error);
     scope?.end();
-    this.#record("failed", f, fullUsage(usage));
+    this.#record("failed", f, fullUsage(more.usage));
     if (UPSTREAM_KINDS.has(f.kind)) o.breaker?.onFailure();
     else o.breaker?.onNeutral();
+    this.#partial = more.partial;
 
-    if (f.kind === "cancelled")
+    if (f.kind === "cancelled") {
+      this.#partial = undefined;
       this.#giveUp("cancelled", this.#signal?.aborted ? this.#signal.reason : error, f);
+    }
+    if (more.retry === false) this.#giveUp("stream-interrupted", error, f);
     const timedOut = scope?.timedOut;
     if (timedOut?.by === "deadline" || timedOut?.by === "run-deadline")
       this.#giveUp(timedOut.by, timedOut, f);
@@ -176,25 +196,26 @@ export class Call {
     } else {
       delay = o.backoff.delay(this.#attempt, f.kind, this.#lastDelay, o.random);
     }
-    if (now + delay >= this.deadline) this.#giveUp(this.#deadlineReason, error, f, hint);
+    if (now + delay >= this.deadline) this.#giveUp(this.deadlineReason, error, f, hint);
     if (this.#run && now + delay >= this.#run.deadline)
       this.#giveUp("run-deadline", error, f, hint);
     const refused = this.#run?.refuseAttempt(now) ?? this.#run?.refuseRetry();
     if (refused) this.#giveUp(refused, error, f);
     if (o.breaker?.state === "open") this.#giveUp("circuit-open", error, f);
     if (o.budget && !o.budget.tryAcquire()) this.#giveUp("budget", error, f);
-    if (
-      o.onRetry?.({
-        attempt: this.#attempt,
-        error,
-        failure: f,
-        delayMs: delay,
-        ledger: this.ledger,
-      }) === false
-    ) {
+    const event = {
+      attempt: this.#attempt,
+      error,
+      failure: f,
+      delayMs: delay,
+      ledger: this.ledger,
+    };
+    if (o.onRetry?.(event) === false) {
       o.budget?.refund();
       this.#giveUp("vetoed", error, f);
     }
+    this.#partial = undefined;
+    await more.beforeWait?.();
     try {
       await o.clock.sleep(delay, this.#signal);
     } catch {
@@ -204,17 +225,6 @@ export class Call {
     this.#lastDelay = delay;
   }
 
-  /** Ends the call with the error the caller sees (DESIGN rule 8). */
-  giveUp(
-    reason: GiveUpReason,
-    error: unknown,
-    failure: Failure | undefined,
-    extra?: { partial?: BreakwaterError["partial"] },
-  ): never {
-    return this.#giveUp(reason, error, failure, undefined, extra?.partial);
-  }
-
-  /** Records the attempt that just ended; returns the clock reading it used. */
   #record(
     outcome: "ok" | "failed",
     failure: Failure | undefined,
@@ -239,9 +249,10 @@ export class Call {
     error: unknown,
     failure: Failure | undefined,
     retryAfterMs?: number,
-    partial?: BreakwaterError["partial"],
   ): never {
     const ledger = this.ledger;
+    const partial = this.#partial;
+    if (partial !== undefined && reason !== "cancelled") reason = "stream-interrupted";
     ledger.endedAt = this.#o.clock.now();
     let thrown = error;
     const foreign = error !== null && typeof error === "object";

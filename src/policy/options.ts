@@ -43,6 +43,12 @@ export interface PolicyOptions {
   attemptTimeoutMs?: number;
   /** The logical call's deadline, set when it starts. Default: none. */
   deadlineMs?: number;
+  /** Streams: time from the attempt's start to the first content chunk. Default: none. */
+  firstTokenTimeoutMs?: number;
+  /** Streams: the longest gap between chunks once content flows. Default: none. */
+  idleTimeoutMs?: number;
+  /** Streams: a cap on one attempt's whole duration. Default: none. */
+  totalTimeoutMs?: number;
   /** Shared per upstream. Options make a budget shared by every call of this policy. */
   budget?: RetryBudget | RetryBudgetOptions;
   /** Shared per upstream. Options make a breaker shared by every call of this policy. */
@@ -71,6 +77,9 @@ export interface ResolvedOptions {
   readonly retryAfterJitterMs: number;
   readonly attemptTimeoutMs: number;
   readonly deadlineMs: number;
+  readonly firstTokenTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly totalTimeoutMs: number;
   readonly budget: RetryBudget | undefined;
   readonly breaker: CircuitBreaker | undefined;
   readonly clock: Clock;
@@ -90,6 +99,9 @@ const KEYS = [
   "retryAfter",
   "attemptTimeoutMs",
   "deadlineMs",
+  "firstTokenTimeoutMs",
+  "idleTimeoutMs",
+  "totalTimeoutMs",
   "budget",
   "breaker",
   "clock",
@@ -160,6 +172,9 @@ export function resolveOptions(options: PolicyOptions): ResolvedOptions {
         : v.num("retryAfter.jitterMs", retryAfter.jitterMs, 0, MAX_DELAY_MS),
     attemptTimeoutMs: optionalMs("attemptTimeoutMs", o.attemptTimeoutMs),
     deadlineMs: optionalMs("deadlineMs", o.deadlineMs),
+    firstTokenTimeoutMs: optionalMs("firstTokenTimeoutMs", o.firstTokenTimeoutMs),
+    idleTimeoutMs: optionalMs("idleTimeoutMs", o.idleTimeoutMs),
+    totalTimeoutMs: optionalMs("totalTimeoutMs", o.totalTimeoutMs),
     budget,
     breaker,
     clock,

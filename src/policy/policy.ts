@@ -1,14 +1,18 @@
 import type { AttemptContext } from "./call.ts";
 import { type ExecuteOptions, execute } from "./execute.ts";
 import { type PolicyOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
+import { GuardedStream, type OpenStream, type StreamOptions } from "./stream.ts";
+
+export type Operation<T> = (context: AttemptContext) => T | PromiseLike<T>;
 
 export interface Policy {
   /** The validated, frozen options. */
   readonly options: ResolvedOptions;
-  execute<T>(
-    operation: (context: AttemptContext) => T | PromiseLike<T>,
-    options?: ExecuteOptions,
-  ): Promise<T>;
+  /** Runs one logical call under the policy. */
+  execute<T>(operation: Operation<T>, options?: ExecuteOptions): Promise<T>;
+  /** Streams the provider's chunks under the policy: an AsyncIterable with `.ledger` and
+   * `.done` (the outcome). Retries only before the first content chunk (by default). */
+  stream<C>(open: OpenStream<C>, options?: StreamOptions<C>): GuardedStream<C>;
 }
 
 /** Builds an immutable retry policy. Every option is validated here, not at first use. */
@@ -16,9 +20,9 @@ export function policy(options: PolicyOptions = {}): Policy {
   const resolved = resolveOptions(options);
   return Object.freeze({
     options: resolved,
-    execute: <T>(
-      operation: (context: AttemptContext) => T | PromiseLike<T>,
-      opts?: ExecuteOptions,
-    ) => execute(resolved, operation, opts),
+    execute: <T>(operation: Operation<T>, opts?: ExecuteOptions) =>
+      execute(resolved, operation, opts),
+    stream: <C>(open: OpenStream<C>, opts?: StreamOptions<C>) =>
+      new GuardedStream(resolved, open, opts),
   });
 }
