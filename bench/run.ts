@@ -1,8 +1,19 @@
+import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
 import { benchStream } from "./stream.bench.ts";
 
 const only = process.argv[2];
-const benches: Record<string, () => Promise<void>> = { execute: benchExecute, stream: benchStream };
+const benches: Record<string, () => Promise<void>> = {
+  execute: benchExecute,
+  stream: benchStream,
+  deadline: benchDeadline,
+};
+if (only !== undefined && !(only in benches)) {
+  console.error(
+    `unknown benchmark ${JSON.stringify(only)}; one of ${Object.keys(benches).join(", ")}`,
+  );
+  process.exit(2);
+}
 for (const [name, fn] of Object.entries(benches)) {
   if (only === undefined || only === name) await fn();
 }

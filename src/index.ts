@@ -18,6 +18,7 @@ export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after.ts";
 export type { Price, Usage } from "./core/usage.ts";
 export { ConfigError } from "./core/validate.ts";
+export { HttpError, throwIfNotOk } from "./http/http-error.ts";
 export { AttemptTimeoutError } from "./policy/attempt-scope.ts";
 export type { AttemptContext, CallOptions } from "./policy/call.ts";
 export type { ExecuteOptions } from "./policy/execute.ts";

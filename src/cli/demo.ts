@@ -2,6 +2,7 @@ import { RetryBudget } from "../core/budget.ts";
 import { VirtualClock } from "../core/clock.ts";
 import { ledgerOf, reasonOf } from "../core/errors.ts";
 import type { Ledger } from "../core/ledger.ts";
+import { mulberry32 } from "../core/random.ts";
 import { policy } from "../policy/policy.ts";
 import { FakeModel, type FakeStep } from "../testing/fake-model.ts";
 
@@ -95,16 +96,4 @@ export async function demo(out: (s: string) => void = console.log): Promise<void
   out(
     `retry budget left: ${budget.tokens} tokens (granted ${budget.stats.granted}, refused ${budget.stats.refused})`,
   );
-}
-
-/** A small seeded PRNG so the demo prints the same numbers every time. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -1,26 +1,35 @@
 #!/usr/bin/env node
 import { demo } from "./demo.ts";
+import { FAULT_SERVER_USAGE, faultServerCommand } from "./fault-server.ts";
 
-const USAGE = `usage: breakwater <command>
+const USAGE = `usage: breakwater <command> [options]
 
 commands:
   demo           a flaky fake model driven by one policy, in virtual time
+  fault-server   a fault-injecting LLM provider on loopback
+
+${FAULT_SERVER_USAGE}
 `;
 
+const out = (s: string) => process.stdout.write(`${s}\n`);
+
 async function main(argv: string[]): Promise<number> {
-  const [command] = argv;
+  const [command, ...rest] = argv;
   switch (command) {
     case "demo":
-      await demo();
+      await demo(out);
       return 0;
-    case undefined:
+    case "fault-server":
+      return faultServerCommand(rest, out);
     case "help":
     case "--help":
     case "-h":
       process.stdout.write(USAGE);
-      return command === undefined ? 1 : 0;
+      return 0;
     default:
-      process.stderr.write(`breakwater: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+      process.stderr.write(
+        `${command === undefined ? "" : `breakwater: unknown command ${JSON.stringify(command)}\n\n`}${USAGE}`,
+      );
       return 2;
   }
 }

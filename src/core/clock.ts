@@ -29,14 +29,27 @@ function sleepWith(clock: Clock, ms: number, signal?: AbortSignal): Promise<void
 
 /** Real time. Timers are unref'd so a pending retry never keeps a CLI alive on its own. */
 export const systemClock: Clock = {
-  now: () => Date.now(),
+  // Wall time with sub-millisecond precision (Date.now() truncates to whole ms, which
+  // alone costs up to 1 ms of deadline precision).
+  now: () => performance.timeOrigin + performance.now(),
   sleep(ms, signal) {
     return sleepWith(systemClock, ms, signal);
   },
   schedule(ms, fn) {
-    const t = setTimeout(fn, Math.max(0, ms));
+    // setTimeout fires a millisecond or so late. Arm it 1 ms early, then finish on
+    // setImmediate turns until the due time: a 40 ms deadline then returns at ~40 ms.
+    const due = performance.now() + ms;
+    let immediate: ReturnType<typeof setImmediate> | undefined;
+    const finish = () => {
+      if (performance.now() >= due) fn();
+      else immediate = setImmediate(finish);
+    };
+    const t = setTimeout(finish, Math.max(0, ms - 1));
     t.unref?.();
-    return () => clearTimeout(t);
+    return () => {
+      clearTimeout(t);
+      if (immediate !== undefined) clearImmediate(immediate);
+    };
   },
 };
 

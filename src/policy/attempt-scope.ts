@@ -113,9 +113,13 @@ export class AttemptScope {
     if (this.#aborted) return;
     this.#aborted = true;
     this.#reason = reason;
-    this.#controller?.abort(reason);
+    // Settle our side first, and let the operation's own teardown (an HTTP client
+    // aborting its request can take most of a millisecond) run after the caller has
+    // its answer.
     this.#rejectRace?.(reason);
     this.#onAbortHook?.(reason);
+    const controller = this.#controller;
+    if (controller) setImmediate(() => controller.abort(reason));
   }
 
   /** True when something (a timer, the caller's signal) can abort this attempt. */

@@ -1,0 +1,287 @@
+import type { ErrorName } from "./script.ts";
+
+/** What each provider's wire format needs: error bodies, JSON answers, SSE frames. */
+export interface Dialect {
+  /** The error body for `status` in this provider's shape. */
+  error(status: number, name: ErrorName, message: string, retryAfterS?: number): unknown;
+  json(model: string, text: string, input: number, output: number): unknown;
+  /** Frames before the first content delta. */
+  start(model: string, input: number): string[];
+  delta(model: string, text: string, outputSoFar: number, input: number): string;
+  /** Frames after the last delta. */
+  end(model: string, input: number, output: number, includeUsage: boolean): string[];
+  /** An in-band error event inside a 200 stream. */
+  inBand(name: ErrorName, message: string): string;
+}
+
+/** The error a status means when the rule names none. */
+export function defaultErrorName(status: number): ErrorName {
+  if (status === 400) return "bad_request";
+  if (status === 401) return "auth";
+  if (status === 403) return "permission";
+  if (status === 404) return "not_found";
+  if (status === 408 || status === 504) return "timeout";
+  if (status === 409) return "conflict";
+  if (status === 429) return "rate_limit";
+  if (status === 503 || status === 529) return "overloaded";
+  if (status >= 500) return "server_error";
+  return "bad_request";
+}
+
+export const DEFAULT_MESSAGES: Record<ErrorName, string> = {
+  context_length:
+    "This model's maximum context length is 128000 tokens; your messages resulted in 250000 tokens.",
+  insufficient_quota:
+    "You exceeded your current quota, please check your plan and billing details.",
+  rate_limit: "Rate limit reached for requests. Please try again later.",
+  overloaded: "Overloaded",
+  auth: "Incorrect API key provided.",
+  permission: "Your API key does not have permission to use this resource.",
+  not_found: "The model does not exist or you do not have access to it.",
+  timeout: "Request timed out.",
+  conflict: "Conflicting concurrent request.",
+  server_error: "The server had an error while processing your request.",
+  bad_request: "Invalid request.",
+};
+
+const sse = (data: unknown, event?: string) =>
+  `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
+
+const OPENAI_CODES: Record<ErrorName, [type: string, code: string | null]> = {
+  context_length: ["invalid_request_error", "context_length_exceeded"],
+  insufficient_quota: ["insufficient_quota", "insufficient_quota"],
+  rate_limit: ["requests", "rate_limit_exceeded"],
+  overloaded: ["server_error", "server_is_overloaded"],
+  auth: ["invalid_request_error", "invalid_api_key"],
+  permission: ["invalid_request_error", "unsupported_country_region_territory"],
+  not_found: ["invalid_request_error", "model_not_found"],
+  timeout: ["server_error", "timeout"],
+  conflict: ["invalid_request_error", "conflict"],
+  server_error: ["server_error", null],
+  bad_request: ["invalid_request_error", null],
+};
+
+let nextId = 0;
+const id = (prefix: string) => `${prefix}${(++nextId).toString(36).padStart(8, "0")}`;
+
+/** OpenAI chat completions. */
+export const openai: Dialect = {
+  error(_status, name, message) {
+    const [type, code] = OPENAI_CODES[name];
+    return { error: { message, type, param: name === "context_length" ? "messages" : null, code } };
+  },
+  json(model, text, input, output) {
+    return {
+      id: id("chatcmpl-"),
+      object: "chat.completion",
+      created: Math.floor(Date.now() / 1000),
+      model,
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: text, refusal: null },
+          logprobs: null,
+          finish_reason: "stop",
+        },
+      ],
+      usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+    };
+  },
+  start(model) {
+    return [sse(chunk(model, { role: "assistant", content: "" }, null))];
+  },
+  delta(model, text) {
+    return sse(chunk(model, { content: text }, null));
+  },
+  end(model, input, output, includeUsage) {
+    const frames = [sse(chunk(model, {}, "stop"))];
+    if (includeUsage) {
+      frames.push(
+        sse({
+          ...chunk(model, {}, null),
+          choices: [],
+          usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+        }),
+      );
+    }
+    frames.push("data: [DONE]\n\n");
+    return frames;
+  },
+  inBand(name, message) {
+    return sse(openai.error(200, name, message));
+  },
+};
+
+function chunk(model: string, delta: object, finish: string | null) {
+  return {
+    id: "chatcmpl-stream",
+    object: "chat.completion.chunk",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  };
+}
+
+const ANTHROPIC_TYPES: Record<ErrorName, string> = {
+  context_length: "invalid_request_error",
+  insufficient_quota: "billing_error",
+  rate_limit: "rate_limit_error",
+  overloaded: "overloaded_error",
+  auth: "authentication_error",
+  permission: "permission_error",
+  not_found: "not_found_error",
+  timeout: "timeout_error",
+  conflict: "invalid_request_error",
+  server_error: "api_error",
+  bad_request: "invalid_request_error",
+};
+
+/** Anthropic messages. */
+export const anthropic: Dialect = {
+  error(_status, name, message) {
+    const text =
+      name === "context_length" ? "prompt is too long: 250000 tokens > 200000 maximum" : message;
+    return { type: "error", error: { type: ANTHROPIC_TYPES[name], message: text } };
+  },
+  json(model, text, input, output) {
+    return {
+      id: id("msg_"),
+      type: "message",
+      role: "assistant",
+      model,
+      content: [{ type: "text", text }],
+      stop_reason: "end_turn",
+      stop_sequence: null,
+      usage: { input_tokens: input, output_tokens: output },
+    };
+  },
+  start(model, input) {
+    const message = {
+      id: id("msg_"),
+      type: "message",
+      role: "assistant",
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: input, output_tokens: 1 },
+    };
+    return [
+      sse({ type: "message_start", message }, "message_start"),
+      sse(
+        { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+        "content_block_start",
+      ),
+      sse({ type: "ping" }, "ping"),
+    ];
+  },
+  delta(_model, text) {
+    return sse(
+      { type: "content_block_delta", index: 0, delta: { type: "text_delta", text } },
+      "content_block_delta",
+    );
+  },
+  end(_model, _input, output) {
+    return [
+      sse({ type: "content_block_stop", index: 0 }, "content_block_stop"),
+      sse(
+        {
+          type: "message_delta",
+          delta: { stop_reason: "end_turn", stop_sequence: null },
+          usage: { output_tokens: output },
+        },
+        "message_delta",
+      ),
+      sse({ type: "message_stop" }, "message_stop"),
+    ];
+  },
+  inBand(name, message) {
+    return sse(anthropic.error(200, name, message), "error");
+  },
+};
+
+const GEMINI_STATUS: Record<ErrorName, string> = {
+  context_length: "INVALID_ARGUMENT",
+  insufficient_quota: "RESOURCE_EXHAUSTED",
+  rate_limit: "RESOURCE_EXHAUSTED",
+  overloaded: "UNAVAILABLE",
+  auth: "UNAUTHENTICATED",
+  permission: "PERMISSION_DENIED",
+  not_found: "NOT_FOUND",
+  timeout: "DEADLINE_EXCEEDED",
+  conflict: "ABORTED",
+  server_error: "INTERNAL",
+  bad_request: "INVALID_ARGUMENT",
+};
+
+/** Gemini generateContent. */
+export const gemini: Dialect = {
+  error(status, name, message, retryAfterS) {
+    const details: unknown[] = [];
+    if (retryAfterS !== undefined && GEMINI_STATUS[name] === "RESOURCE_EXHAUSTED") {
+      details.push({
+        "@type": "type.googleapis.com/google.rpc.RetryInfo",
+        retryDelay: `${retryAfterS}s`,
+      });
+    }
+    const text =
+      name === "context_length"
+        ? "The input token count (250000) exceeds the maximum number of tokens allowed (128000)."
+        : message;
+    return {
+      error: {
+        code: status,
+        message: text,
+        status: GEMINI_STATUS[name],
+        ...(details.length > 0 && { details }),
+      },
+    };
+  },
+  json(model, text, input, output) {
+    return {
+      candidates: [
+        { content: { parts: [{ text }], role: "model" }, finishReason: "STOP", index: 0 },
+      ],
+      usageMetadata: {
+        promptTokenCount: input,
+        candidatesTokenCount: output,
+        totalTokenCount: input + output,
+      },
+      modelVersion: model,
+    };
+  },
+  start() {
+    return [];
+  },
+  delta(model, text, outputSoFar, input) {
+    return sse({
+      candidates: [{ content: { parts: [{ text }], role: "model" }, index: 0 }],
+      usageMetadata: {
+        promptTokenCount: input,
+        candidatesTokenCount: outputSoFar,
+        totalTokenCount: input + outputSoFar,
+      },
+      modelVersion: model,
+    });
+  },
+  end(model, input, output) {
+    return [
+      sse({
+        candidates: [
+          { content: { parts: [{ text: "" }], role: "model" }, finishReason: "STOP", index: 0 },
+        ],
+        usageMetadata: {
+          promptTokenCount: input,
+          candidatesTokenCount: output,
+          totalTokenCount: input + output,
+        },
+        modelVersion: model,
+      }),
+    ];
+  },
+  inBand(name, message) {
+    return sse(gemini.error(503, name, message));
+  },
+};
+
+export const DIALECTS = { openai, anthropic, gemini } as const;

@@ -1,0 +1,530 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { systemClock } from "../../core/clock.ts";
+import { mulberry32 } from "../../core/random.ts";
+import { validator } from "../../core/validate.ts";
+import { countTokens } from "../fake-model.ts";
+import { DEFAULT_MESSAGES, DIALECTS, type Dialect, defaultErrorName } from "./providers.ts";
+import { type FaultRule, type FaultScript, parseScript, type Route } from "./script.ts";
+import { type Arrival, emptyStats, type FaultStats, settle } from "./stats.ts";
+import { SideEffectLedger } from "./tools.ts";
+
+export interface FaultServerOptions {
+  script?: FaultScript;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Loopback only: "127.0.0.1" (default), "::1" or "localhost". */
+  host?: "127.0.0.1" | "::1" | "localhost";
+  /** Larger request bodies get a 413. Default 1 MiB. */
+  maxBodyBytes?: number;
+}
+
+export interface FaultServer {
+  /** e.g. http://127.0.0.1:43210 */
+  readonly url: string;
+  readonly port: number;
+  /** A snapshot of what the server received, billed and executed. */
+  stats(): FaultStats;
+  /** Replaces the script (validated); rule counters and the time window restart. */
+  setScript(script: FaultScript): void;
+  resetStats(): void;
+  close(): Promise<void>;
+}
+
+const MAX_TIMELINE = 200_000;
+const GEMINI_PATH =
+  /^\/v1(?:beta|alpha)?\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+const TOOL_PATH = /^\/tools\/([A-Za-z0-9_.-]{1,64})$/;
+
+type Parsed = ReturnType<typeof parseScript>;
+
+interface Request {
+  route: Route;
+  model: string;
+  tool?: string;
+  stream: boolean;
+  includeUsage: boolean;
+  body: unknown;
+  key?: string;
+}
+
+/** A request's own abort: fires when its client goes away or the server closes. */
+function requestSignal(res: ServerResponse, server: AbortSignal): AbortSignal {
+  const ac = new AbortController();
+  res.on("close", () => ac.abort());
+  const onServer = () => ac.abort();
+  server.addEventListener("abort", onServer, { once: true });
+  res.on("close", () => server.removeEventListener("abort", onServer));
+  return ac.signal;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  ms > 0 ? systemClock.sleep(ms, signal) : Promise.resolve();
+
+/** The text of a request's messages (what `content`, `text` and `system` hold), whose
+ * words are its input tokens. Roles, ids and other fields do not count. */
+function inputText(route: Route, body: Record<string, unknown>): string {
+  const parts: string[] = [];
+  const walk = (x: unknown, counted: boolean) => {
+    if (typeof x === "string") {
+      if (counted) parts.push(x);
+    } else if (Array.isArray(x)) {
+      for (const item of x) walk(item, counted);
+    } else if (x !== null && typeof x === "object") {
+      for (const [k, v] of Object.entries(x)) walk(v, counted || k === "content" || k === "text");
+    }
+  };
+  if (route === "gemini") {
+    walk(body.contents, false);
+    walk(body.systemInstruction, true);
+  } else {
+    walk(body.messages, false);
+    walk(body.system, true);
+  }
+  return parts.join(" ");
+}
+
+class FaultServerImpl {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  readonly #closing = new AbortController();
+  readonly #maxBody: number;
+  readonly #startedAt = Date.now();
+  #script!: Parsed;
+  #random!: () => number;
+  #uses!: number[];
+  #counts!: Map<Route, number>;
+  #scriptAt!: number;
+  #stats: FaultStats = emptyStats();
+  #ledger = new SideEffectLedger(this.#stats.tools);
+  #arrivalsLastSecond: number[] = [];
+
+  constructor(server: Server, script: FaultScript | undefined, maxBody: number) {
+    this.#server = server;
+    this.#maxBody = maxBody;
+    this.setScript(script ?? {});
+    server.on("connection", (s) => {
+      this.#sockets.add(s);
+      s.on("close", () => this.#sockets.delete(s));
+    });
+    server.on("request", (req, res) => {
+      this.#handle(req, res).catch((error) => {
+        if (!res.headersSent)
+          this.#send(res, 500, { error: { message: String(error?.message ?? error) } });
+        else res.destroy();
+      });
+    });
+  }
+
+  setScript(script: FaultScript) {
+    this.#script = parseScript(script);
+    this.#random = mulberry32(this.#script.seed);
+    this.#uses = this.#script.rules.map(() => 0);
+    this.#counts = new Map();
+    this.#scriptAt = Date.now();
+  }
+
+  stats(): FaultStats {
+    return structuredClone(this.#stats);
+  }
+
+  resetStats() {
+    const inFlight = this.#stats.inFlight;
+    this.#stats = emptyStats();
+    this.#stats.inFlight = inFlight;
+    this.#ledger = new SideEffectLedger(this.#stats.tools);
+  }
+
+  async close() {
+    this.#closing.abort();
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    for (const s of this.#sockets) s.destroy();
+    await closed;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse) {
+    const url = new URL(req.url ?? "/", "http://fault.local");
+    const path = url.pathname;
+    if (path === "/__stats" && req.method === "GET") return this.#send(res, 200, this.stats());
+    if (path === "/__reset" && req.method === "POST") {
+      this.resetStats();
+      return this.#send(res, 200, { ok: true });
+    }
+    let route: Route | undefined;
+    let model = "";
+    let tool: string | undefined;
+    let geminiStream = false;
+    const gm = GEMINI_PATH.exec(path);
+    const tm = TOOL_PATH.exec(path);
+    if (path === "/v1/chat/completions") route = "openai";
+    else if (path === "/v1/messages") route = "anthropic";
+    else if (gm) {
+      route = "gemini";
+      model = decodeURIComponent(gm[1]!);
+      geminiStream = gm[2] === "streamGenerateContent";
+    } else if (tm) {
+      route = "tools";
+      tool = tm[1]!;
+    } else if (path !== "/__script") {
+      return this.#send(res, 404, {
+        error: { message: `no route ${req.method} ${path}`, type: "not_found_error" },
+      });
+    }
+    if (req.method !== "POST")
+      return this.#send(res, 405, { error: { message: `${req.method} not allowed` } });
+
+    const raw = await this.#readBody(req, res);
+    if (raw === undefined) return;
+    let body: unknown;
+    try {
+      body = raw.length === 0 ? {} : JSON.parse(raw);
+    } catch {
+      const message = "malformed JSON in request body";
+      if (route === undefined || route === "tools")
+        return this.#send(res, 400, { error: { code: "INVALID_ARGUMENT", message } });
+      return this.#send(res, 400, DIALECTS[route].error(400, "bad_request", message));
+    }
+    if (route === undefined) {
+      try {
+        this.setScript(body as FaultScript);
+      } catch (error) {
+        return this.#send(res, 400, { error: { message: (error as Error).message } });
+      }
+      return this.#send(res, 200, { ok: true });
+    }
+    const b = (body ?? {}) as Record<string, unknown>;
+    if (route === "openai" || route === "anthropic")
+      model = typeof b.model === "string" ? b.model : "";
+    const key = req.headers["idempotency-key"];
+    const request: Request = {
+      route,
+      model,
+      ...(tool !== undefined && { tool }),
+      stream: route === "gemini" ? geminiStream : b.stream === true,
+      includeUsage:
+        (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+      body,
+      ...(typeof key === "string" && key !== "" && { key }),
+    };
+    await this.#serve(request, res);
+  }
+
+  #readBody(req: IncomingMessage, res: ServerResponse): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let over = false;
+      req.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size > this.#maxBody) {
+          if (!over) {
+            over = true;
+            res.setHeader("connection", "close");
+            this.#send(res, 413, {
+              error: { message: `request body over ${this.#maxBody} bytes` },
+            });
+            resolve(undefined);
+          }
+          return;
+        }
+        chunks.push(c);
+      });
+      req.on("end", () => {
+        if (!over) resolve(Buffer.concat(chunks).toString("utf8"));
+      });
+      req.on("error", () => resolve(undefined));
+    });
+  }
+
+  #send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+    if (res.headersSent || res.destroyed) return;
+    const text = JSON.stringify(body);
+    res.writeHead(status, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      ...headers,
+    });
+    res.end(text);
+  }
+
+  #match(r: Request, now: number): FaultRule | undefined {
+    const index = this.#counts.get(r.route) ?? 0;
+    const elapsed = now - this.#scriptAt;
+    const rules = this.#script.rules;
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!;
+      if (rule.route !== undefined && rule.route !== r.route) continue;
+      if (rule.tool !== undefined && rule.tool !== r.tool) continue;
+      if (rule.model !== undefined && rule.model !== r.model) continue;
+      if (rule.requests && (index < rule.requests[0] || index > rule.requests[1])) continue;
+      if (rule.window && (elapsed < rule.window[0] || elapsed >= rule.window[1])) continue;
+      if (rule.times !== undefined && this.#uses[i]! >= rule.times) continue;
+      if (rule.probability !== undefined && this.#random() >= rule.probability) continue;
+      this.#uses[i]!++;
+      return rule;
+    }
+    return undefined;
+  }
+
+  /** Overflow of the capacity limit, if any: the status to reject with. */
+  #overflow(r: Request, now: number): number | undefined {
+    const cap = this.#script.capacity;
+    if (cap === undefined) return undefined;
+    const window = this.#arrivalsLastSecond;
+    while (window.length > 0 && window[0]! <= now - 1000) window.shift();
+    const full =
+      (cap.maxConcurrent !== undefined && this.#stats.inFlight >= cap.maxConcurrent) ||
+      (cap.maxPerSecond !== undefined && window.length >= cap.maxPerSecond);
+    if (!full) {
+      window.push(now);
+      return undefined;
+    }
+    return cap.status ?? (r.route === "anthropic" ? 529 : 503);
+  }
+
+  async #serve(r: Request, res: ServerResponse) {
+    const stats = this.#stats;
+    const now = Date.now();
+    this.#counts.set(r.route, (this.#counts.get(r.route) ?? 0) + 1);
+    stats.requests++;
+    const routeStats = (stats.byRoute[r.route] ??= { requests: 0, byOutcome: {} });
+    routeStats.requests++;
+    const arrival: Arrival = {
+      at: now - this.#startedAt,
+      route: r.route,
+      ...(r.model && { model: r.model }),
+      ...(r.tool && { tool: r.tool }),
+    };
+    if (stats.timeline.length < MAX_TIMELINE) stats.timeline.push(arrival);
+    res.on("close", () => settle(stats, arrival, "aborted"));
+
+    const overflow = this.#overflow(r, now);
+    if (overflow !== undefined) {
+      const retryAfter = this.#script.capacity?.retryAfter;
+      return this.#error(r, res, arrival, {
+        status: overflow,
+        ...(retryAfter !== undefined && { retryAfter }),
+      });
+    }
+    stats.inFlight++;
+    stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
+    res.on("close", () => this.#stats.inFlight--);
+    const signal = requestSignal(res, this.#closing.signal);
+    const rule = this.#match(r, now) ?? {};
+    try {
+      if (rule.reset) {
+        settle(stats, arrival, "reset");
+        res.socket?.resetAndDestroy?.() ?? res.socket?.destroy();
+        return;
+      }
+      if (r.route === "tools") return await this.#tool(r, res, arrival, rule, signal);
+      await sleep(rule.headersDelayMs ?? 0, signal);
+      if (rule.status !== undefined && rule.status >= 400)
+        return this.#error(r, res, arrival, rule);
+      if (r.stream) return await this.#stream(r, res, arrival, rule, signal);
+      return await this.#json(r, res, arrival, rule, signal);
+    } catch (error) {
+      if (signal.aborted) return; // the client left or the server is closing
+      throw error;
+    }
+  }
+
+  #errorHeaders(rule: FaultRule): Record<string, string> {
+    const h: Record<string, string> = {};
+    if (rule.retryAfter !== undefined) h["retry-after"] = String(rule.retryAfter);
+    if (rule.retryAfterDate !== undefined)
+      h["retry-after"] = new Date(Date.now() + rule.retryAfterDate * 1000).toUTCString();
+    if (rule.retryAfterMs !== undefined) h["retry-after-ms"] = String(rule.retryAfterMs);
+    if (rule.shouldRetry !== undefined) h["x-should-retry"] = String(rule.shouldRetry);
+    return h;
+  }
+
+  #error(r: Request, res: ServerResponse, arrival: Arrival, rule: FaultRule) {
+    const status = rule.status!;
+    const name = rule.error ?? defaultErrorName(status);
+    const message = rule.message ?? DEFAULT_MESSAGES[name];
+    const body =
+      r.route === "tools"
+        ? {
+            status: "error",
+            error: { code: toolCode(status), message, retryable: status === 429 || status >= 500 },
+          }
+        : DIALECTS[r.route].error(status, name, message, rule.retryAfter);
+    settle(this.#stats, arrival, String(status));
+    this.#send(res, status, body, this.#errorHeaders(rule));
+  }
+
+  #bill(input: number, output: number) {
+    this.#stats.billed.inputTokens += input;
+    this.#stats.billed.outputTokens += output;
+  }
+
+  async #json(
+    r: Request,
+    res: ServerResponse,
+    arrival: Arrival,
+    rule: FaultRule,
+    signal: AbortSignal,
+  ) {
+    const dialect = DIALECTS[r.route as keyof typeof DIALECTS];
+    const text = rule.text ?? this.#script.text;
+    const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
+    const output = countTokens(text);
+    await sleep((rule.tokenLatencyMs ?? 0) * output, signal);
+    const fault = rule.stream;
+    if (fault?.action === "stall" || fault?.action === "cut") {
+      // Headers, then nothing (stall) or a dropped connection (cut).
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"id":');
+      this.#bill(input, 0);
+      settle(this.#stats, arrival, fault.action);
+      if (fault.action === "cut") cut(res);
+      return;
+    }
+    this.#bill(input, output);
+    settle(this.#stats, arrival, "200");
+    this.#send(res, 200, dialect.json(r.model || "fault-model", text, input, output));
+  }
+
+  async #stream(
+    r: Request,
+    res: ServerResponse,
+    arrival: Arrival,
+    rule: FaultRule,
+    signal: AbortSignal,
+  ) {
+    const dialect: Dialect = DIALECTS[r.route as keyof typeof DIALECTS];
+    const model = r.model || "fault-model";
+    const words = (rule.text ?? this.#script.text).match(/\S+\s*/g) ?? [];
+    const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
+    res.writeHead(200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
+    this.#bill(input, 0);
+    for (const f of dialect.start(model, input)) res.write(f);
+    const fault = rule.stream;
+    let sent = 0;
+    for (const word of words) {
+      if (fault && sent === fault.after) break;
+      await sleep(rule.tokenLatencyMs ?? 0, signal);
+      sent++;
+      this.#bill(0, 1);
+      res.write(dialect.delta(model, sent === 1 ? word : word, sent, input));
+    }
+    if (fault) {
+      if (fault.action === "cut") {
+        settle(this.#stats, arrival, "cut");
+        cut(res);
+      } else if (fault.action === "error") {
+        const name = fault.error ?? "overloaded";
+        settle(this.#stats, arrival, "error-event");
+        res.end(dialect.inBand(name, DEFAULT_MESSAGES[name]));
+      } else {
+        settle(this.#stats, arrival, "stall");
+      }
+      return;
+    }
+    for (const f of dialect.end(model, input, sent, r.includeUsage)) res.write(f);
+    settle(this.#stats, arrival, "200");
+    res.end();
+  }
+
+  async #tool(
+    r: Request,
+    res: ServerResponse,
+    arrival: Arrival,
+    rule: FaultRule,
+    signal: AbortSignal,
+  ) {
+    const tool = r.tool!;
+    if (rule.status !== undefined && !rule.afterWork) {
+      await sleep(rule.headersDelayMs ?? 0, signal);
+      return this.#error(r, res, arrival, rule); // rejected before any work
+    }
+    const verdict = this.#ledger.check(r.key, tool, r.body);
+    if (verdict.kind === "mismatch") {
+      settle(this.#stats, arrival, "422");
+      return this.#send(res, 422, {
+        status: "error",
+        error: {
+          code: "IDEMPOTENCY_MISMATCH",
+          message: "this Idempotency-Key was used with a different body",
+          retryable: false,
+        },
+      });
+    }
+    if (verdict.kind === "conflict") {
+      settle(this.#stats, arrival, "409");
+      return this.#send(res, 409, {
+        status: "error",
+        error: {
+          code: "IN_PROGRESS",
+          message: "a request with this Idempotency-Key is still running",
+          retryable: true,
+        },
+      });
+    }
+    if (verdict.kind === "replay") {
+      settle(this.#stats, arrival, "200");
+      return this.#send(
+        res,
+        200,
+        { ...(verdict.result as object), replayed: true },
+        { "idempotent-replayed": "true" },
+      );
+    }
+    // The work happens whether or not the client is still there: the server cannot know.
+    this.#ledger.begin(r.key, tool, r.body);
+    if (rule.workMs) await new Promise((resolve) => setTimeout(resolve, rule.workMs).unref());
+    const result = this.#ledger.execute(r.key, tool, r.body);
+    await sleep(rule.headersDelayMs ?? 0, signal);
+    if (rule.status !== undefined) return this.#error(r, res, arrival, rule);
+    settle(this.#stats, arrival, "200");
+    this.#send(res, 200, { ...(result as object), replayed: false });
+  }
+}
+
+/** Drops the connection once what was written has left: the client sees a cut body. */
+function cut(res: ServerResponse) {
+  res.write("", () => res.destroy());
+}
+
+function toolCode(status: number): string {
+  if (status === 429) return "RATE_LIMITED";
+  if (status === 503 || status === 502 || status === 504) return "UNAVAILABLE";
+  if (status === 400 || status === 422) return "INVALID_ARGUMENT";
+  if (status === 401 || status === 403) return "PERMISSION_DENIED";
+  if (status === 404) return "NOT_FOUND";
+  return "INTERNAL";
+}
+
+const LOOPBACK = ["127.0.0.1", "::1", "localhost"] as const;
+
+/** Starts the fault server on loopback. */
+export async function startFaultServer(options: FaultServerOptions = {}): Promise<FaultServer> {
+  const v = validator("startFaultServer");
+  v.known("", v.object("options", options), ["script", "port", "host", "maxBodyBytes"]);
+  const host = v.oneOf("host", options.host ?? "127.0.0.1", LOOPBACK);
+  const port = v.int("port", options.port ?? 0, 0);
+  if (port > 65535) v.fail("port", port, "an integer from 0 to 65535");
+  const maxBody = v.int("maxBodyBytes", options.maxBodyBytes ?? 1 << 20, 1);
+  const server = createServer({ keepAliveTimeout: 1000 });
+  const impl = new FaultServerImpl(server, options.script, maxBody);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  const bound = typeof address === "object" && address ? address.port : port;
+  const urlHost = host === "::1" ? "[::1]" : host;
+  return {
+    url: `http://${urlHost}:${bound}`,
+    port: bound,
+    stats: () => impl.stats(),
+    setScript: (s) => impl.setScript(s),
+    resetStats: () => impl.resetStats(),
+    close: () => impl.close(),
+  };
+}
