@@ -15,6 +15,7 @@ export {
 export type { Failure, FailureKind } from "./core/failure.ts";
 export { type HeaderBag, readHeader } from "./core/headers.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
+export { redact } from "./core/redact.ts";
 export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after.ts";
 export type { Price, Usage } from "./core/usage.ts";
 export { ConfigError } from "./core/validate.ts";
@@ -33,3 +34,4 @@ export {
   type StreamOutcome,
 } from "./policy/stream.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
+export * from "./tools/index.ts";

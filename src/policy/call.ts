@@ -35,6 +35,9 @@ export interface FailOptions {
 export interface CallOptions {
   signal?: AbortSignal;
   run?: Run;
+  /** Narrows retry for this call: return false to refuse a retry the policy would allow
+   * (e.g. a write that may have executed). It can only make the policy stricter. */
+  retryIf?: (failure: Failure, error: unknown) => boolean;
 }
 
 /** Reasons the policy raises as a BreakwaterError; the rest tag the provider's own error. */
@@ -68,6 +71,7 @@ export class Call {
   readonly #o: ResolvedOptions;
   readonly #signal: AbortSignal | undefined;
   readonly #run: Run | undefined;
+  readonly #retryIf: CallOptions["retryIf"];
   readonly deadline: number;
   readonly deadlineReason: "deadline" | "run-deadline";
   #attempt = 0;
@@ -84,6 +88,7 @@ export class Call {
     this.#o = o;
     this.#signal = options?.signal;
     this.#run = options?.run;
+    this.#retryIf = options?.retryIf;
     const now = o.clock.now();
     this.#startNow = now;
     this.#startedAt = now;
@@ -182,7 +187,8 @@ export class Call {
     const timedOut = scope?.timedOut;
     if (timedOut?.by === "deadline" || timedOut?.by === "run-deadline")
       this.#giveUp(timedOut.by, timedOut, f);
-    if (!f.retryable) this.#giveUp("not-retryable", error, f);
+    if (!f.retryable || this.#retryIf?.(f, error) === false)
+      this.#giveUp("not-retryable", error, f);
     if (this.#attempt >= o.maxAttempts)
       this.#giveUp(timedOut ? "attempt-timeout" : "attempts-exhausted", error, f);
 

@@ -56,6 +56,8 @@ export class Run {
     modelRecalls: 0,
     toolFailures: 0,
   };
+  /** Tool failures the model was told about, by tool and arguments (the re-call guard). */
+  readonly #toolFailures = new Map<string, { answer: unknown; until: number }>();
 
   constructor(options: RunOptions = {}) {
     const v = validator("Run");
@@ -136,6 +138,24 @@ export class Run {
     const base =
       this.maxTokens === Number.POSITIVE_INFINITY ? totalTokens(this.billed) : this.maxTokens;
     return base > 0 && wasted / base > this.maxRetryShare ? "run-retry-share" : undefined;
+  }
+
+  /** @internal the guard records what a tool call that failed told the model. */
+  rememberToolFailure(key: string, answer: unknown, forMs: number): void {
+    this.stats.toolFailures++;
+    this.#toolFailures.set(key, { answer, until: this.clock.now() + forMs });
+  }
+
+  /** @internal what the model was told last time it made this exact tool call, if that
+   * answer still stands. */
+  recallToolFailure(key: string): unknown {
+    const hit = this.#toolFailures.get(key);
+    if (hit === undefined) return undefined;
+    if (this.clock.now() >= hit.until) {
+      this.#toolFailures.delete(key);
+      return undefined;
+    }
+    return hit.answer;
   }
 
   /** @internal called by the policy. */

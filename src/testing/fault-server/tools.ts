@@ -1,17 +1,5 @@
-import { createHash } from "node:crypto";
+import { canonicalJson, sha256 } from "../../tools/canonical.ts";
 import type { ToolStats } from "./stats.ts";
-
-/** JSON with sorted keys, so equal arguments hash alike whatever their key order. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
-export const sha256 = (s: string): string => createHash("sha256").update(s).digest("hex");
 
 interface KeyRecord {
   hash: string;

@@ -1,0 +1,196 @@
+import type { Price, Usage } from "../core/usage.ts";
+import type { Scenario } from "./scenarios.ts";
+
+/** Per-second series, all of length durationS. */
+export interface Series {
+  /** Requests arriving at the provider. */
+  requests: number[];
+  /** Logical calls that succeeded while their user still waited. */
+  goodput: number[];
+  /** Logical calls started. */
+  calls: number[];
+  /** Requests the provider rejected (overflow or injected errors). */
+  rejected: number[];
+  /** Requests in service at the end of each second (a sample). */
+  inService: number[];
+  queued: number[];
+}
+
+export interface StackResult {
+  stack: string;
+  logicalCalls: number;
+  providerRequests: number;
+  /** Provider requests per logical call. */
+  amplification: number;
+  /** The same, for calls started during the trigger. */
+  amplificationDuringTrigger: number;
+  /** Share of decided logical calls that succeeded while their user waited. */
+  successRate: number;
+  /** What users waited for a turn (seconds): answer, error or giving up. */
+  userWaitS: { p50: number; p99: number };
+  tokens: { billed: number; used: number; wasted: number };
+  cost: { billed: number; wasted: number };
+  /** Side effects executed more than once (tool scenario). */
+  duplicateSideEffects: number;
+  /** Payments the agent reported as failed although they went through (tool scenario). */
+  unknownOutcomes: number;
+  /** Seconds after the trigger ended until goodput was back to 95% of its pre-trigger
+   * level for 10 s; null if not within the run. */
+  recoveryS: number | null;
+  series: Series;
+}
+
+const zeros = (n: number) => new Array<number>(n).fill(0);
+
+/** Collects what one simulation run did. */
+export class Metrics {
+  readonly #n: number;
+  readonly #scenario: Scenario;
+  readonly series: Series;
+  #requests = 0;
+  #triggerRequests = 0;
+  #calls = 0;
+  #triggerCalls = 0;
+  #ok = 0;
+  #decided = 0;
+  #billed = { inputTokens: 0, outputTokens: 0 };
+  #used = { inputTokens: 0, outputTokens: 0 };
+  readonly #waits: number[] = [];
+  duplicateSideEffects = 0;
+  unknownOutcomes = 0;
+
+  constructor(scenario: Scenario) {
+    this.#scenario = scenario;
+    this.#n = scenario.durationS;
+    const n = this.#n;
+    this.series = {
+      requests: zeros(n),
+      goodput: zeros(n),
+      calls: zeros(n),
+      rejected: zeros(n),
+      inService: zeros(n),
+      queued: zeros(n),
+    };
+  }
+
+  #second(ms: number): number {
+    return Math.min(this.#n - 1, Math.max(0, Math.floor(ms / 1000)));
+  }
+
+  #inTrigger(ms: number) {
+    const t = this.#scenario.trigger;
+    return ms >= t.startS * 1000 && ms < t.endS * 1000;
+  }
+
+  /** Only [0, durationS) is measured: the warm-up before 0 is not. */
+  #outside(ms: number): boolean {
+    return ms < 0 || ms >= this.#n * 1000;
+  }
+
+  arrival(ms: number) {
+    if (this.#outside(ms)) return;
+    this.#requests++;
+    if (this.#inTrigger(ms)) this.#triggerRequests++;
+    this.series.requests[this.#second(ms)]!++;
+  }
+
+  rejected(ms: number, _reason: "overflow" | "injected") {
+    if (!this.#outside(ms)) this.series.rejected[this.#second(ms)]!++;
+  }
+
+  inService(ms: number, inService: number, queued: number) {
+    if (this.#outside(ms)) return;
+    const s = this.#second(ms);
+    this.series.inService[s] = inService;
+    this.series.queued[s] = queued;
+  }
+
+  /** A request the provider finished (and billed); counted when it arrived in the window. */
+  served(arrivedMs: number, usage: Usage) {
+    if (this.#outside(arrivedMs)) return;
+    this.#billed.inputTokens += usage.inputTokens;
+    this.#billed.outputTokens += usage.outputTokens;
+  }
+
+  /** Whether a call started at `ms` is measured (its end is recorded only then). */
+  callStarted(ms: number): boolean {
+    if (this.#outside(ms)) return false;
+    this.#calls++;
+    if (this.#inTrigger(ms)) this.#triggerCalls++;
+    this.series.calls[this.#second(ms)]!++;
+    return true;
+  }
+
+  /** A logical call is decided: it answered, failed, or its user stopped waiting. Calls
+   * still undecided when the run ends count in neither the numerator nor the denominator
+   * of the success rate. `usage` counts as used only for a success. */
+  callDecided(ms: number, ok: boolean, usage: Usage | undefined) {
+    if (this.#outside(ms)) return;
+    this.#decided++;
+    if (!ok) return;
+    this.#ok++;
+    this.series.goodput[this.#second(ms)]!++;
+    if (usage) {
+      this.#used.inputTokens += usage.inputTokens;
+      this.#used.outputTokens += usage.outputTokens;
+    }
+  }
+
+  turnEnded(startedMs: number, waitMs: number) {
+    if (!this.#outside(startedMs)) this.#waits.push(waitMs);
+  }
+
+  result(stack: string, prices: Price): StackResult {
+    const billed = this.#billed.inputTokens + this.#billed.outputTokens;
+    const used = this.#used.inputTokens + this.#used.outputTokens;
+    const wasted = {
+      inputTokens: this.#billed.inputTokens - this.#used.inputTokens,
+      outputTokens: this.#billed.outputTokens - this.#used.outputTokens,
+    };
+    const price = (u: Usage) =>
+      (u.inputTokens * prices.inputPerMillion + u.outputTokens * prices.outputPerMillion) / 1e6;
+    const waits = [...this.#waits].sort((a, b) => a - b);
+    const q = (p: number) =>
+      waits.length === 0
+        ? 0
+        : waits[Math.min(waits.length - 1, Math.floor(p * waits.length))]! / 1000;
+    return {
+      stack,
+      logicalCalls: this.#calls,
+      providerRequests: this.#requests,
+      amplification: round(this.#calls === 0 ? 0 : this.#requests / this.#calls, 2),
+      amplificationDuringTrigger: round(
+        this.#triggerCalls === 0 ? 0 : this.#triggerRequests / this.#triggerCalls,
+        2,
+      ),
+      successRate: round(this.#decided === 0 ? 0 : this.#ok / this.#decided, 4),
+      userWaitS: { p50: round(q(0.5), 1), p99: round(q(0.99), 1) },
+      tokens: { billed, used, wasted: billed - used },
+      cost: { billed: round(price(this.#billed), 2), wasted: round(price(wasted), 2) },
+      duplicateSideEffects: this.duplicateSideEffects,
+      unknownOutcomes: this.unknownOutcomes,
+      recoveryS: recoverySeconds(this.series.goodput, this.#scenario),
+      series: this.series,
+    };
+  }
+}
+
+const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+/**
+ * Seconds from the trigger's end until goodput's 10-second mean is back to 95% of its mean
+ * before the trigger (after the ramp-up); null if that never happens within the run.
+ */
+export function recoverySeconds(goodput: readonly number[], scenario: Scenario): number | null {
+  const { startS, endS } = scenario.trigger;
+  const from = Math.max(0, Math.min(20, startS - 10));
+  const before = goodput.slice(Math.max(0, from), startS);
+  const level = before.reduce((a, b) => a + b, 0) / Math.max(1, before.length);
+  const target = 0.95 * level;
+  for (let s = endS; s + 10 <= goodput.length; s++) {
+    let sum = 0;
+    for (let i = s; i < s + 10; i++) sum += goodput[i]!;
+    if (sum / 10 >= target) return s - endS;
+  }
+  return null;
+}

@@ -1,0 +1,109 @@
+import type { Clock } from "../core/clock.ts";
+import type { Usage } from "../core/usage.ts";
+import type { Metrics } from "./metrics.ts";
+import type { ProviderSpec, TriggerSpec } from "./scenarios.ts";
+import { SimHttpError, type SimProviderApi, type SimRequest } from "./types.ts";
+
+interface Job {
+  arrivedAt: number;
+  request: SimRequest;
+  signal: AbortSignal | undefined;
+  resolve: (u: Usage) => void;
+}
+
+/**
+ * A capacity-limited model provider: `maxConcurrent` requests in service, a FIFO queue of
+ * `maxQueue` behind them, overflow rejected. Service time grows with tokens. During the
+ * trigger window capacity can shrink, latency grow and a share of requests fail. A request
+ * its client abandoned still occupies the provider until it finishes: the server does not
+ * know, which is what lets a failure outlive its trigger (metastability).
+ */
+export class SimProvider implements SimProviderApi {
+  readonly #clock: Clock;
+  readonly #spec: ProviderSpec;
+  readonly #trigger: TriggerSpec;
+  readonly #random: () => number;
+  readonly #metrics: Metrics;
+  readonly #queue: Job[] = [];
+  #queueHead = 0;
+  #inService = 0;
+
+  constructor(
+    clock: Clock,
+    spec: ProviderSpec,
+    trigger: TriggerSpec,
+    random: () => number,
+    metrics: Metrics,
+  ) {
+    this.#clock = clock;
+    this.#spec = spec;
+    this.#trigger = trigger;
+    this.#random = random;
+    this.#metrics = metrics;
+  }
+
+  #inTrigger(now: number): boolean {
+    return now >= this.#trigger.startS * 1000 && now < this.#trigger.endS * 1000;
+  }
+
+  #capacity(now: number): number {
+    const f = this.#inTrigger(now) ? (this.#trigger.capacityFactor ?? 1) : 1;
+    return Math.max(1, Math.round(this.#spec.maxConcurrent * f));
+  }
+
+  call(request: SimRequest, signal?: AbortSignal): Promise<Usage> {
+    const now = this.#clock.now();
+    this.#metrics.arrival(now);
+    const t = this.#trigger;
+    if (this.#inTrigger(now) && t.errorRate !== undefined && this.#random() < t.errorRate) {
+      return this.#reject(t.errorStatus ?? 503, "injected");
+    }
+    return new Promise<Usage>((resolve, reject) => {
+      const job: Job = { arrivedAt: now, request, signal, resolve };
+      if (this.#inService < this.#capacity(now)) this.#start(job);
+      else if (this.#queue.length - this.#queueHead < this.#spec.maxQueue) this.#queue.push(job);
+      else this.#reject(this.#spec.overflowStatus, "overflow").catch(reject);
+    });
+  }
+
+  #reject(status: number, reason: "overflow" | "injected"): Promise<never> {
+    this.#metrics.rejected(this.#clock.now(), reason);
+    const error = new SimHttpError(status, reason, this.#spec.retryAfterS);
+    return this.#clock.sleep(this.#spec.rejectLatencyMs).then(() => {
+      throw error;
+    });
+  }
+
+  #start(job: Job) {
+    const now = this.#clock.now();
+    this.#inService++;
+    this.#metrics.inService(now, this.#inService, this.#queue.length - this.#queueHead);
+    const s = this.#spec;
+    const slow = this.#inTrigger(now) ? (this.#trigger.latencyFactor ?? 1) : 1;
+    const ms =
+      (s.ttftMs +
+        job.request.outputTokens * s.perOutputTokenMs +
+        job.request.inputTokens * s.perInputTokenMs) *
+      slow;
+    this.#clock.schedule(ms, () => this.#finish(job));
+  }
+
+  #finish(job: Job) {
+    this.#inService--;
+    const usage = { inputTokens: job.request.inputTokens, outputTokens: job.request.outputTokens };
+    this.#metrics.served(job.arrivedAt, usage);
+    job.resolve(usage);
+    this.#next();
+  }
+
+  #next() {
+    const now = this.#clock.now();
+    while (this.#queueHead < this.#queue.length && this.#inService < this.#capacity(now)) {
+      this.#start(this.#queue[this.#queueHead++]!);
+    }
+    if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
+      this.#queue.splice(0, this.#queueHead);
+      this.#queueHead = 0;
+    }
+  }
+}

@@ -1,0 +1,143 @@
+import type { Price } from "../core/usage.ts";
+
+export interface ProviderSpec {
+  /** Requests in service at once. */
+  maxConcurrent: number;
+  /** Requests waiting behind them; beyond that, overflow is rejected. */
+  maxQueue: number;
+  /** Service time: ttft + output × perOutputToken + input × perInputToken (ms). */
+  ttftMs: number;
+  perOutputTokenMs: number;
+  perInputTokenMs: number;
+  /** The status an overflow gets (503, 529 or 429). */
+  overflowStatus: number;
+  /** How long a rejection takes to arrive. */
+  rejectLatencyMs: number;
+  /** Retry-After (seconds) sent with rejections, if any. */
+  retryAfterS?: number;
+}
+
+/** The trouble: a window in which the provider fails a share of requests, slows down, or
+ * loses capacity. */
+export interface TriggerSpec {
+  startS: number;
+  endS: number;
+  errorRate?: number;
+  errorStatus?: number;
+  latencyFactor?: number;
+  capacityFactor?: number;
+}
+
+export interface UsersSpec {
+  /** Conversations running at once when the provider is healthy. New ones arrive at the
+   * rate that keeps this many running (open loop): arrivals do not wait for the provider. */
+  conversations: number;
+  turnsPerConversation: number;
+  modelCallsPerTurn: number;
+  /** Tool scenario: payment calls per turn. */
+  toolCallsPerTurn: number;
+  thinkS: [number, number];
+  /** A user stops waiting for a turn after this long. */
+  patienceS: number;
+  /** Input tokens grow with the conversation's depth: base + perCall × calls so far. */
+  inputTokens: { base: number; perCall: number; max: number };
+  outputTokens: [number, number];
+}
+
+/** The payment dependency of the tool scenario. */
+export interface ToolSpec {
+  /** Time the dependency takes to execute a charge. */
+  latencyMs: number;
+  /** During the trigger, the share of calls answered 503 before any work. */
+  errorRate: number;
+  /** During the trigger, the share of calls that execute but answer only after this long
+   * (a client timeout then cannot know the charge went through). */
+  slowRate: number;
+  slowMs: number;
+}
+
+export interface Scenario {
+  name: string;
+  title: string;
+  /** The source document it reproduces. */
+  source: string;
+  durationS: number;
+  provider: ProviderSpec;
+  trigger: TriggerSpec;
+  users: UsersSpec;
+  tool?: ToolSpec;
+  prices: Price;
+}
+
+/** A Sonnet-class price: $3 per million input tokens, $15 per million output. */
+const PRICES: Price = { inputPerMillion: 3, outputPerMillion: 15 };
+
+/** ~2.2 s per call (400 ms + 8 ms per output token + a little per input token). 200
+ * conversations make ~48 calls/s, ~104 in service: 80% of this provider's capacity. */
+const PROVIDER: ProviderSpec = {
+  maxConcurrent: 130,
+  maxQueue: 60,
+  ttftMs: 400,
+  perOutputTokenMs: 8,
+  perInputTokenMs: 0.02,
+  overflowStatus: 503,
+  rejectLatencyMs: 50,
+};
+
+const USERS: UsersSpec = {
+  conversations: 200,
+  turnsPerConversation: 5,
+  modelCallsPerTurn: 4,
+  toolCallsPerTurn: 0,
+  thinkS: [5, 15],
+  patienceS: 90,
+  inputTokens: { base: 1_500, perCall: 700, max: 24_000 },
+  outputTokens: [100, 300],
+};
+
+export const SCENARIOS: Record<string, Scenario> = {
+  "outage-503": {
+    name: "outage-503",
+    title: "Ten minutes in which half the requests fail with 503",
+    source: "seed 000_f45530d6540b7b08.txt, worked example: a 503 storm",
+    durationS: 840,
+    provider: PROVIDER,
+    // Half the fleet is down: half the requests fail fast with 503, the other half share
+    // what capacity is left, and load beyond it fails too.
+    trigger: { startS: 60, endS: 660, errorRate: 0.5, errorStatus: 503, capacityFactor: 0.5 },
+    users: USERS,
+    prices: PRICES,
+  },
+  degradation: {
+    name: "degradation",
+    title: "90 s in which latency triples and 20% of requests get 529, near capacity",
+    source: "seed 004_a7ec18447c0b9b50.txt: ninety seconds of provider degradation",
+    durationS: 600,
+    // Seed 004's agent works tickets in the background (patience 5 min) and makes long calls (~17 s: 400–1 200 output tokens at 20 ms each) under
+    // a 60 s timeout. ~10.6 calls/s keep ~178 in service: 90% of this provider. Under load
+    // it queues rather than rejects, up to about a minute of degraded throughput (latency
+    // climbs, as real providers' does), and it keeps serving requests whose clients gave up.
+    provider: {
+      ...PROVIDER,
+      perOutputTokenMs: 20,
+      maxConcurrent: 198,
+      maxQueue: 1_000,
+      overflowStatus: 529,
+    },
+    trigger: { startS: 60, endS: 150, errorRate: 0.2, errorStatus: 529, latencyFactor: 3 },
+    users: { ...USERS, outputTokens: [400, 1_200], patienceS: 300 },
+    prices: PRICES,
+  },
+  blip: {
+    name: "blip",
+    title: "5 s of 20% errors at light load, where retries should help",
+    source: "a short blip: the case retries exist for",
+    durationS: 180,
+    provider: PROVIDER,
+    trigger: { startS: 60, endS: 65, errorRate: 0.2, errorStatus: 503 },
+    users: { ...USERS, conversations: 60 },
+    prices: PRICES,
+  },
+};
+
+export const SCENARIO_NAMES = Object.keys(SCENARIOS);

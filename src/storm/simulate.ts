@@ -1,0 +1,185 @@
+import { VirtualClock } from "../core/clock.ts";
+import { mulberry32 } from "../core/random.ts";
+import type { Usage } from "../core/usage.ts";
+import { Metrics, type StackResult } from "./metrics.ts";
+import { SimProvider } from "./provider.ts";
+import type { Scenario } from "./scenarios.ts";
+import { SimTool } from "./tool.ts";
+import type { StackClient, StormStack, TurnInfo } from "./types.ts";
+
+/** How long a turn takes when nothing goes wrong: its calls back to back. */
+export function expectedTurnS(scenario: Scenario): number {
+  const { users: u, provider: p } = scenario;
+  const out = (u.outputTokens[0] + u.outputTokens[1]) / 2;
+  const input = Math.min(
+    u.inputTokens.max,
+    u.inputTokens.base + (u.inputTokens.perCall * u.modelCallsPerTurn * u.turnsPerConversation) / 2,
+  );
+  const call = p.ttftMs + out * p.perOutputTokenMs + input * p.perInputTokenMs;
+  return (u.modelCallsPerTurn * call + (scenario.tool?.latencyMs ?? 0) * u.toolCallsPerTurn) / 1000;
+}
+
+/** How long a conversation lasts when nothing goes wrong (for the arrival rate). */
+export function expectedConversationS(scenario: Scenario): number {
+  const u = scenario.users;
+  const thinkS = (u.thinkS[0] + u.thinkS[1]) / 2;
+  return u.turnsPerConversation * expectedTurnS(scenario) + (u.turnsPerConversation - 1) * thinkS;
+}
+
+export interface SimulateOptions {
+  seed: number;
+  /** Called with the share of simulated time done, [0, 1]. */
+  onProgress?: (done: number) => void;
+}
+
+/** Independent seeded streams: the provider's, the stack's, and one per user, so that every
+ * stack meets the same users making the same requests at the same moments of their own
+ * conversations. */
+function streams(seed: number) {
+  return {
+    world: mulberry32(seed),
+    stack: mulberry32(seed ^ 0x5bd1e995),
+    user: (i: number) => mulberry32((seed * 7919 + i * 104_729 + 1) >>> 0),
+  };
+}
+
+const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);
+
+/**
+ * One scenario against one stack, in virtual time: the stack's real policy objects against a
+ * simulated provider and a population of users. Deterministic for a seed.
+ */
+export async function simulate(
+  scenario: Scenario,
+  stack: StormStack,
+  options: SimulateOptions,
+): Promise<StackResult> {
+  const warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
+  const clock = new VirtualClock(-warmupMs);
+  const { world, stack: stackRandom, user: userRandom } = streams(options.seed);
+  const metrics = new Metrics(scenario);
+  const provider = new SimProvider(clock, scenario.provider, scenario.trigger, world, metrics);
+  const tool = new SimTool(clock, scenario.tool, scenario.trigger, world, metrics);
+  const client = stack.create({ clock, random: stackRandom, provider, tool });
+  const endMs = scenario.durationS * 1000;
+  const stop = new AbortController();
+  let turns = 0;
+
+  // A conversation: its turns at the user's own pace. A turn is due one expected turn time
+  // plus a think time after the previous one was due; it starts then, or when the previous
+  // turn ended if that is later (the user was still waiting). So a stack that fails fast
+  // does not make users ask sooner, and one that is slow does delay them. Each
+  // conversation's random stream is its own: every stack meets the same conversations.
+  const turnMs = expectedTurnS(scenario) * 1000;
+  const conversation = async (index: number, firstTurn: number) => {
+    const u = scenario.users;
+    const random = userRandom(index);
+    let depth = firstTurn * u.modelCallsPerTurn;
+    let due = clock.now();
+    for (let t = firstTurn; t < u.turnsPerConversation && clock.now() < endMs; t++) {
+      if (t > firstTurn) {
+        due += turnMs + between(random, u.thinkS) * 1000;
+        if (due > clock.now()) await clock.sleep(due - clock.now(), stop.signal);
+      }
+      depth = await turn(client, u, depth, random);
+    }
+  };
+
+  const turn = async (
+    c: StackClient,
+    u: Scenario["users"],
+    depth: number,
+    random: () => number,
+  ): Promise<number> => {
+    const started = clock.now();
+    const info: TurnInfo = {
+      id: ++turns,
+      startedAt: started,
+      patienceMs: u.patienceS * 1000,
+      state: new Map(),
+    };
+    const leave = new AbortController();
+    let waiting = true;
+    const patience = clock.schedule(info.patienceMs, () => {
+      waiting = false;
+      leave.abort(new DOMException("the user gave up", "AbortError"));
+    });
+    const gaveUp = new Promise<never>((_, reject) =>
+      leave.signal.addEventListener("abort", () => reject(leave.signal.reason), { once: true }),
+    );
+    gaveUp.catch(() => {});
+    const signal = stack.propagatesCancel ? leave.signal : undefined;
+    try {
+      const steps: ("model" | "tool")[] = [];
+      for (let i = 0; i < u.modelCallsPerTurn; i++) {
+        steps.push("model");
+        if (i === 0) for (let k = 0; k < u.toolCallsPerTurn; k++) steps.push("tool");
+      }
+      for (const step of steps) {
+        if (step === "tool") {
+          const ok = await Promise.race([
+            c.tool!({ order: turns }, { signal, turn: info }),
+            gaveUp,
+          ]);
+          if (!ok) break;
+          continue;
+        }
+        const request = {
+          inputTokens: Math.min(
+            u.inputTokens.max,
+            u.inputTokens.base + u.inputTokens.perCall * depth++,
+          ),
+          outputTokens: Math.round(between(random, u.outputTokens)),
+        };
+        const measured = metrics.callStarted(clock.now());
+        // A stack that ignores the user leaving keeps working (and retrying) after the user
+        // stopped waiting; the call is decided as failed when the user leaves.
+        let decided = false;
+        const decide = (ok: boolean, usage?: Usage) => {
+          if (decided || !measured) return;
+          decided = true;
+          metrics.callDecided(clock.now(), ok && waiting, usage);
+        };
+        const call = c.model(request, { signal, turn: info });
+        call.then(
+          (usage: Usage) => decide(true, usage),
+          () => decide(false),
+        );
+        try {
+          await Promise.race([call, gaveUp]);
+        } finally {
+          if (!waiting) decide(false);
+        }
+      }
+    } catch {
+      // the turn failed or the user gave up: either way the user moves on
+    } finally {
+      patience();
+      metrics.turnEnded(started, Math.min(clock.now() - started, info.patienceMs));
+    }
+    return depth;
+  };
+
+  // Open-loop arrivals: new conversations arrive as a Poisson process at the rate that keeps
+  // `conversations` running when the provider is healthy (Little's law), and do not slow
+  // down when the provider does: that is what lets an overload feed itself. The clock
+  // starts two conversation lifetimes before 0 so the run begins in that steady state;
+  // nothing before 0 is measured.
+  const u = scenario.users;
+  let conversations = 0;
+  const rate = u.conversations / expectedConversationS(scenario); // per second
+  const arrivals = mulberry32((options.seed * 31 + 17) >>> 0);
+  const arrive = () => {
+    if (clock.now() >= endMs) return;
+    void conversation(conversations++, 0).catch(() => {});
+    clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+  };
+  clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+  const sliceMs = 5_000;
+  for (let t = -warmupMs; t < endMs; t += sliceMs) {
+    await clock.advance(Math.min(sliceMs, endMs - t));
+    options.onProgress?.(Math.min(1, Math.max(0, (t + sliceMs + warmupMs) / (endMs + warmupMs))));
+  }
+  stop.abort();
+  return metrics.result(stack.name, scenario.prices);
+}

@@ -1,0 +1,51 @@
+import type { StackResult } from "./metrics.ts";
+import { SCENARIOS, type Scenario } from "./scenarios.ts";
+import { simulate } from "./simulate.ts";
+import { STACKS } from "./stacks.ts";
+import type { StormStack } from "./types.ts";
+
+export interface StormOptions {
+  /** Scenario names (default: all). */
+  scenarios?: string[];
+  /** Stacks to compare (default: the built-ins). */
+  stacks?: readonly StormStack[];
+  seed?: number;
+  onProgress?: (scenario: string, stack: string, done: number) => void;
+}
+
+export interface ScenarioReport {
+  scenario: Omit<Scenario, "prices"> & { prices: Scenario["prices"] };
+  results: StackResult[];
+}
+
+export interface StormReport {
+  seed: number;
+  scenarios: ScenarioReport[];
+}
+
+/** Runs every scenario against every stack. Deterministic: one seed, one report. */
+export async function runStorm(options: StormOptions = {}): Promise<StormReport> {
+  const seed = options.seed ?? 1;
+  if (!Number.isInteger(seed) || seed < 0)
+    throw new TypeError(`storm: option "seed" must be an integer >= 0; got ${seed}`);
+  const names = options.scenarios ?? Object.keys(SCENARIOS);
+  for (const n of names) {
+    if (!(n in SCENARIOS))
+      throw new TypeError(
+        `storm: unknown scenario ${JSON.stringify(n)}; one of ${Object.keys(SCENARIOS).join(", ")}`,
+      );
+  }
+  const stacks = options.stacks ?? STACKS;
+  const scenarios: ScenarioReport[] = [];
+  for (const name of names) {
+    const scenario = SCENARIOS[name]!;
+    const results: StackResult[] = [];
+    for (const stack of stacks) {
+      const onProgress =
+        options.onProgress && ((d: number) => options.onProgress!(name, stack.name, d));
+      results.push(await simulate(scenario, stack, { seed, ...(onProgress && { onProgress }) }));
+    }
+    scenarios.push({ scenario, results });
+  }
+  return { seed, scenarios };
+}

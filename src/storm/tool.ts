@@ -1,0 +1,60 @@
+import type { Clock } from "../core/clock.ts";
+import type { Metrics } from "./metrics.ts";
+import type { ToolSpec, TriggerSpec } from "./scenarios.ts";
+import { SimHttpError, type SimToolApi } from "./types.ts";
+
+/**
+ * The payment dependency of the tool scenario. It executes charges and honours idempotency
+ * keys (a repeat with a known key replays the first result). During the trigger most calls
+ * are answered 503 before any work, and some execute but answer only much later, so a
+ * client that times out cannot know the charge went through.
+ */
+export class SimTool implements SimToolApi {
+  readonly #clock: Clock;
+  readonly #spec: ToolSpec | undefined;
+  readonly #trigger: TriggerSpec;
+  readonly #random: () => number;
+  readonly #metrics: Metrics;
+  readonly #keys = new Map<string, number>();
+  readonly #charged = new Set<number>();
+  #executed = 0;
+
+  constructor(
+    clock: Clock,
+    spec: ToolSpec | undefined,
+    trigger: TriggerSpec,
+    random: () => number,
+    metrics: Metrics,
+  ) {
+    this.#clock = clock;
+    this.#spec = spec;
+    this.#trigger = trigger;
+    this.#random = random;
+    this.#metrics = metrics;
+  }
+
+  async call(args: { order: number }, options: { idempotencyKey?: string; signal?: AbortSignal }) {
+    const spec = this.#spec;
+    if (spec === undefined) throw new Error("this scenario has no tool");
+    const now = this.#clock.now();
+    this.#metrics.arrival(now);
+    const inTrigger = now >= this.#trigger.startS * 1000 && now < this.#trigger.endS * 1000;
+    const roll = inTrigger ? this.#random() : 1;
+    if (roll < spec.errorRate) {
+      this.#metrics.rejected(now, "injected");
+      await this.#clock.sleep(50);
+      throw new SimHttpError(503, "injected");
+    }
+    const key = options.idempotencyKey;
+    if (key !== undefined && this.#keys.has(key)) {
+      await this.#clock.sleep(spec.latencyMs);
+      return { executionId: this.#keys.get(key)!, replayed: true };
+    }
+    const id = ++this.#executed;
+    if (key !== undefined) this.#keys.set(key, id);
+    if (this.#charged.has(args.order)) this.#metrics.duplicateSideEffects++;
+    this.#charged.add(args.order);
+    await this.#clock.sleep(roll < spec.errorRate + spec.slowRate ? spec.slowMs : spec.latencyMs);
+    return { executionId: id, replayed: false };
+  }
+}

@@ -1,0 +1,77 @@
+import type { Clock } from "../core/clock.ts";
+import type { Usage } from "../core/usage.ts";
+
+/** One model request as the simulated provider sees it. */
+export interface SimRequest {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
+/** What a provider error looks like in the storm: an SDK-shaped HTTP error. */
+export class SimHttpError extends Error {
+  override name = "SimHttpError";
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly error: { type: string; code: string };
+
+  constructor(status: number, reason: "overflow" | "injected", retryAfterS?: number) {
+    super(`simulated ${status} (${reason})`);
+    this.status = status;
+    this.headers = retryAfterS === undefined ? {} : { "retry-after": String(retryAfterS) };
+    const type =
+      status === 529 ? "overloaded_error" : status === 429 ? "rate_limit_error" : "api_error";
+    this.error = { type, code: type };
+  }
+}
+
+/** The simulated provider, as a stack calls it. */
+export interface SimProviderApi {
+  /** Sends one request. `signal` is the client giving up: the provider never learns of it
+   * (a request abandoned on timeout still occupies it until it finishes). */
+  call(request: SimRequest, signal?: AbortSignal): Promise<Usage>;
+}
+
+/** The dependency behind a tool, for the tool scenario. */
+export interface SimToolApi {
+  /** Performs (or replays, with a key) one side effect. */
+  call(
+    args: { order: number },
+    options: { idempotencyKey?: string; signal?: AbortSignal },
+  ): Promise<{ executionId: number; replayed: boolean }>;
+}
+
+/** What a turn shares between its calls: a place for a stack's per-turn objects (a Run). */
+export interface TurnInfo {
+  readonly id: number;
+  readonly startedAt: number;
+  readonly patienceMs: number;
+  readonly state: Map<string, unknown>;
+}
+
+export interface StackContext {
+  readonly clock: Clock;
+  /** [0, 1), seeded: use it for every jitter. */
+  readonly random: () => number;
+  readonly provider: SimProviderApi;
+  readonly tool: SimToolApi;
+}
+
+export interface StackClient {
+  /** One logical model call. `signal` aborts when the user gives up (if the stack wires it). */
+  model(request: SimRequest, options: { signal?: AbortSignal; turn: TurnInfo }): Promise<Usage>;
+  /** One logical tool call (the payment in the tool scenario). Resolves to whether it
+   * reported success to the agent. */
+  tool?(
+    args: { order: number },
+    options: { signal?: AbortSignal; turn: TurnInfo },
+  ): Promise<boolean>;
+}
+
+/** A retry stack to compare. Built-ins cite where each number comes from. */
+export interface StormStack {
+  readonly name: string;
+  readonly description: string;
+  /** Whether the user's giving up reaches the in-flight calls (an AbortSignal wired through). */
+  readonly propagatesCancel: boolean;
+  create(context: StackContext): StackClient;
+}
