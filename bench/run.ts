@@ -1,5 +1,6 @@
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
+import { benchStorm } from "./storm.bench.ts";
 import { benchStream } from "./stream.bench.ts";
 
 const only = process.argv[2];
@@ -7,6 +8,7 @@ const benches: Record<string, () => Promise<void>> = {
   execute: benchExecute,
   stream: benchStream,
   deadline: benchDeadline,
+  storm: benchStorm,
 };
 if (only !== undefined && !(only in benches)) {
   console.error(

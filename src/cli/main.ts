@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 import { demo } from "./demo.ts";
 import { FAULT_SERVER_USAGE, faultServerCommand } from "./fault-server.ts";
+import { STORM_USAGE, stormCommand } from "./storm.ts";
 
 const USAGE = `usage: breakwater <command> [options]
 
 commands:
-  demo           a flaky fake model driven by one policy, in virtual time
+  storm          simulate an outage and compare retry stacks (the main job)
   fault-server   a fault-injecting LLM provider on loopback
+  demo           a flaky fake model driven by one policy, in virtual time
+
+${STORM_USAGE}
 
 ${FAULT_SERVER_USAGE}
 `;
@@ -16,11 +20,13 @@ const out = (s: string) => process.stdout.write(`${s}\n`);
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
+    case "storm":
+      return stormCommand(rest, out);
+    case "fault-server":
+      return faultServerCommand(rest, out);
     case "demo":
       await demo(out);
       return 0;
-    case "fault-server":
-      return faultServerCommand(rest, out);
     case "help":
     case "--help":
     case "-h":

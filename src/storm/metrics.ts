@@ -14,6 +14,8 @@ export interface Series {
   /** Requests in service at the end of each second (a sample). */
   inService: number[];
   queued: number[];
+  /** Tool scenario: requests arriving at the tool's dependency. */
+  toolRequests: number[];
 }
 
 export interface StackResult {
@@ -32,11 +34,21 @@ export interface StackResult {
   cost: { billed: number; wasted: number };
   /** Side effects executed more than once (tool scenario). */
   duplicateSideEffects: number;
-  /** Payments the agent reported as failed although they went through (tool scenario). */
-  unknownOutcomes: number;
+  /** The tool scenario's dependency: logical tool calls, the requests it received (overall
+   * and per call during the trigger), and the share of tool calls that succeeded. */
+  tool?: {
+    calls: number;
+    requests: number;
+    amplification: number;
+    amplificationDuringTrigger: number;
+    successRate: number;
+  };
   /** Seconds after the trigger ended until goodput was back to 95% of its pre-trigger
    * level for 10 s; null if not within the run. */
   recoveryS: number | null;
+  /** Provider requests per second in the 60 s after the trigger, over their rate before
+   * it: above 1, the trouble outlived its trigger. */
+  loadAfterTrigger: number;
   series: Series;
 }
 
@@ -57,7 +69,7 @@ export class Metrics {
   #used = { inputTokens: 0, outputTokens: 0 };
   readonly #waits: number[] = [];
   duplicateSideEffects = 0;
-  unknownOutcomes = 0;
+  #tool = { calls: 0, triggerCalls: 0, requests: 0, triggerRequests: 0, ok: 0 };
 
   constructor(scenario: Scenario) {
     this.#scenario = scenario;
@@ -68,8 +80,9 @@ export class Metrics {
       goodput: zeros(n),
       calls: zeros(n),
       rejected: zeros(n),
-      inService: zeros(n),
-      queued: zeros(n),
+      inService: new Array<number>(n).fill(-1),
+      queued: new Array<number>(n).fill(-1),
+      toolRequests: zeros(n),
     };
   }
 
@@ -94,10 +107,29 @@ export class Metrics {
     this.series.requests[this.#second(ms)]!++;
   }
 
+  toolArrival(ms: number) {
+    if (this.#outside(ms)) return;
+    this.#tool.requests++;
+    if (this.#inTrigger(ms)) this.#tool.triggerRequests++;
+    this.series.toolRequests[this.#second(ms)]!++;
+  }
+
+  toolCallStarted(ms: number): boolean {
+    if (this.#outside(ms)) return false;
+    this.#tool.calls++;
+    if (this.#inTrigger(ms)) this.#tool.triggerCalls++;
+    return true;
+  }
+
+  toolCallSucceeded() {
+    this.#tool.ok++;
+  }
+
   rejected(ms: number, _reason: "overflow" | "injected") {
     if (!this.#outside(ms)) this.series.rejected[this.#second(ms)]!++;
   }
 
+  /** A sample of the provider's occupancy, taken whenever a request starts or finishes. */
   inService(ms: number, inService: number, queued: number) {
     if (this.#outside(ms)) return;
     const s = this.#second(ms);
@@ -124,12 +156,14 @@ export class Metrics {
   /** A logical call is decided: it answered, failed, or its user stopped waiting. Calls
    * still undecided when the run ends count in neither the numerator nor the denominator
    * of the success rate. `usage` counts as used only for a success. */
-  callDecided(ms: number, ok: boolean, usage: Usage | undefined) {
+  callDecided(ms: number, ok: boolean, usage: Usage | undefined, measured: boolean) {
     if (this.#outside(ms)) return;
+    // Goodput counts every answer users received in the window, whenever its call began.
+    if (ok) this.series.goodput[this.#second(ms)]!++;
+    if (!measured) return;
     this.#decided++;
     if (!ok) return;
     this.#ok++;
-    this.series.goodput[this.#second(ms)]!++;
     if (usage) {
       this.#used.inputTokens += usage.inputTokens;
       this.#used.outputTokens += usage.outputTokens;
@@ -140,7 +174,30 @@ export class Metrics {
     if (!this.#outside(startedMs)) this.#waits.push(waitMs);
   }
 
+  #toolResult(): NonNullable<StackResult["tool"]> {
+    const t = this.#tool;
+    return {
+      calls: t.calls,
+      requests: t.requests,
+      amplification: ratio(t.requests, t.calls, 2),
+      amplificationDuringTrigger: ratio(t.triggerRequests, t.triggerCalls, 2),
+      successRate: ratio(t.ok, t.calls, 4),
+    };
+  }
+
+  /** Seconds in which nothing started or finished keep the last sample. */
+  #fillForward() {
+    for (const a of [this.series.inService, this.series.queued]) {
+      let last = 0;
+      for (let i = 0; i < a.length; i++) {
+        if (a[i]! < 0) a[i] = last;
+        else last = a[i]!;
+      }
+    }
+  }
+
   result(stack: string, prices: Price): StackResult {
+    this.#fillForward();
     const billed = this.#billed.inputTokens + this.#billed.outputTokens;
     const used = this.#used.inputTokens + this.#used.outputTokens;
     const wasted = {
@@ -168,14 +225,26 @@ export class Metrics {
       tokens: { billed, used, wasted: billed - used },
       cost: { billed: round(price(this.#billed), 2), wasted: round(price(wasted), 2) },
       duplicateSideEffects: this.duplicateSideEffects,
-      unknownOutcomes: this.unknownOutcomes,
+      ...(this.#scenario.tool && { tool: this.#toolResult() }),
       recoveryS: recoverySeconds(this.series.goodput, this.#scenario),
+      loadAfterTrigger: loadAfter(this.series.requests, this.#scenario),
       series: this.series,
     };
   }
 }
 
+const ratio = (a: number, b: number, digits: number) => (b === 0 ? 0 : round(a / b, digits));
+
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+/** Mean requests/s in the 60 s after the trigger over the mean in the 40 s before it. */
+export function loadAfter(requests: readonly number[], scenario: Scenario): number {
+  const { startS, endS } = scenario.trigger;
+  const mean = (a: readonly number[]) => a.reduce((x, y) => x + y, 0) / Math.max(1, a.length);
+  const before = mean(requests.slice(Math.max(0, startS - 40), startS));
+  const after = mean(requests.slice(endS, Math.min(requests.length, endS + 60)));
+  return before === 0 ? 0 : round(after / before, 2);
+}
 
 /**
  * Seconds from the trigger's end until goodput's 10-second mean is back to 95% of its mean

@@ -94,6 +94,11 @@ export class SimProvider implements SimProviderApi {
     this.#metrics.served(job.arrivedAt, usage);
     job.resolve(usage);
     this.#next();
+    this.#metrics.inService(
+      this.#clock.now(),
+      this.#inService,
+      this.#queue.length - this.#queueHead,
+    );
   }
 
   #next() {

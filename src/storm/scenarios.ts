@@ -108,6 +108,19 @@ export const SCENARIOS: Record<string, Scenario> = {
     users: USERS,
     prices: PRICES,
   },
+  "tool-deploy": {
+    name: "tool-deploy",
+    title: "A payment tool's dependency answers 503 for 30 s during a deploy",
+    source: "seed 001_403c0b8c634d5d89.txt, worked example: a payment tool during a deploy",
+    durationS: 240,
+    provider: PROVIDER,
+    trigger: { startS: 60, endS: 90 },
+    // Each turn charges once. During the deploy 90% of charges are refused with 503 before
+    // any work; 10% go through but answer only after 5 s, past a 3 s attempt timeout.
+    users: { ...USERS, modelCallsPerTurn: 2, toolCallsPerTurn: 1 },
+    tool: { latencyMs: 300, errorRate: 0.9, slowRate: 0.1, slowMs: 5_000 },
+    prices: PRICES,
+  },
   degradation: {
     name: "degradation",
     title: "90 s in which latency triples and 20% of requests get 529, near capacity",

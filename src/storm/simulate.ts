@@ -117,10 +117,12 @@ export async function simulate(
       }
       for (const step of steps) {
         if (step === "tool") {
+          const measured = metrics.toolCallStarted(clock.now());
           const ok = await Promise.race([
-            c.tool!({ order: turns }, { signal, turn: info }),
+            c.tool!({ order: info.id }, { signal, turn: info }),
             gaveUp,
           ]);
+          if (ok && measured && waiting) metrics.toolCallSucceeded();
           if (!ok) break;
           continue;
         }
@@ -136,9 +138,9 @@ export async function simulate(
         // stopped waiting; the call is decided as failed when the user leaves.
         let decided = false;
         const decide = (ok: boolean, usage?: Usage) => {
-          if (decided || !measured) return;
+          if (decided) return;
           decided = true;
-          metrics.callDecided(clock.now(), ok && waiting, usage);
+          metrics.callDecided(clock.now(), ok && waiting, usage, measured);
         };
         const call = c.model(request, { signal, turn: info });
         call.then(

@@ -3,10 +3,10 @@ import { CircuitBreaker } from "../core/breaker.ts";
 import { RetryBudget } from "../core/budget.ts";
 import { classify } from "../core/classify.ts";
 import type { Failure } from "../core/failure.ts";
-import type { Usage } from "../core/usage.ts";
 import type { PolicyOptions } from "../policy/options.ts";
-import { policy } from "../policy/policy.ts";
+import { type Policy, policy } from "../policy/policy.ts";
 import { Run } from "../run/run.ts";
+import { guardTool } from "../tools/guard-tool.ts";
 import type { StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
 
 /** A peer's own backoff formula, as a Backoff the policy can run. */
@@ -34,32 +34,56 @@ function hints(maxMs: number) {
 /** Peers sleep the hint (or their formula) as is: no cap that gives up, no extra jitter. */
 const PEER_RETRY_AFTER = { maxMs: 2_147_483_647, jitterMs: 0 };
 
-/** Nests policies, outermost first: each layer retries what the layer inside gave up on. */
-function layered(ctx: StackContext, layers: PolicyOptions[]): StackClient {
-  const policies = layers.map((o) =>
-    policy({ clock: ctx.clock, random: ctx.random, retryAfter: PEER_RETRY_AFTER, ...o }),
-  );
-  const run = (
-    i: number,
-    request: Parameters<StackClient["model"]>[0],
-    signal: AbortSignal | undefined,
-  ): Promise<Usage> =>
+const CALLER_RERUN: PolicyOptions = {
+  maxAttempts: 2,
+  backoff: formula("caller: rerun at once", () => 0),
+  classify: hints(0),
+};
+
+/** Runs `leaf` inside nested policies, outermost first: each layer retries what the layer
+ * inside it gave up on. */
+function nest<T>(
+  policies: Policy[],
+  signal: AbortSignal | undefined,
+  leaf: (signal: AbortSignal | undefined) => Promise<T>,
+): Promise<T> {
+  const at = (i: number, s: AbortSignal | undefined): Promise<T> =>
     i === policies.length
-      ? ctx.provider.call(request, signal)
-      : policies[i]!.execute((a) => run(i + 1, request, a.signal), signal ? { signal } : undefined);
+      ? leaf(s)
+      : policies[i]!.execute((a) => at(i + 1, a.signal), s ? { signal: s } : undefined);
+  return at(0, signal);
+}
+
+/**
+ * The tool decorator of seed 001 as teams write it before reading on: 4 attempts, full
+ * jitter from 200 ms capped at 2 s, 3 s per attempt, 8 s in all, but no idempotency key
+ * and no shared budget. Frameworks do not retry tools themselves, so this is the layer.
+ */
+const SEED_001_DECORATOR: PolicyOptions = {
+  maxAttempts: 4,
+  backoff: { baseMs: 200, capMs: 2_000 },
+  attemptTimeoutMs: 3_000,
+  deadlineMs: 8_000,
+};
+
+/** A peer stack: its documented model-call layers; tool calls through seed 001's decorator,
+ * inside `toolOuter` (layers that rerun the tool call from outside), if any. */
+function layered(
+  ctx: StackContext,
+  layers: PolicyOptions[],
+  toolOuter: PolicyOptions[] = [],
+): StackClient {
+  const make = (o: PolicyOptions) =>
+    policy({ clock: ctx.clock, random: ctx.random, retryAfter: PEER_RETRY_AFTER, ...o });
+  const policies = layers.map(make);
+  const toolPolicies = [...toolOuter, SEED_001_DECORATOR].map(make);
   return {
-    model: (request, { signal }) => run(0, request, signal),
-    // A peer tool call: the same layers around the dependency, no idempotency key.
-    tool: async (args, { signal }) => {
-      const call = (i: number): Promise<unknown> =>
-        i === policies.length
-          ? ctx.tool.call(args, signal ? { signal } : {})
-          : policies[i]!.execute((a) => call(i + 1), signal ? { signal } : undefined);
-      return call(0).then(
+    model: (request, { signal }) => nest(policies, signal, (s) => ctx.provider.call(request, s)),
+    tool: (args, { signal }) =>
+      nest(toolPolicies, signal, (s) => ctx.tool.call(args, s ? { signal: s } : {})).then(
         () => true,
         () => false,
-      );
-    },
+      ),
   };
 }
 
@@ -75,22 +99,28 @@ export const naive: StormStack = {
   description: "caller 2 × decorator 3 × SDK 5 (seed 000), 60 s timeout (seed 004)",
   propagatesCancel: false,
   create: (ctx) =>
-    layered(ctx, [
-      { maxAttempts: 2, backoff: formula("caller: rerun at once", () => 0), classify: hints(0) },
-      {
-        maxAttempts: 3,
-        backoff: formula("decorator: 1 s doubling", (n) => 1000 * 2 ** (n - 1)),
-        classify: hints(0),
-      },
-      {
-        maxAttempts: 5,
-        attemptTimeoutMs: 60_000,
-        backoff: formula("java-genai: 1 s·2^(n-1)·U(0,2), cap 60 s", (n, r) =>
-          Math.min(60_000, 1000 * 2 ** (n - 1) * 2 * r()),
-        ),
-        classify: hints(0),
-      },
-    ]),
+    layered(
+      ctx,
+      [
+        CALLER_RERUN,
+        {
+          maxAttempts: 3,
+          backoff: formula("decorator: 1 s doubling", (n) => 1000 * 2 ** (n - 1)),
+          classify: hints(0),
+        },
+        {
+          maxAttempts: 5,
+          attemptTimeoutMs: 60_000,
+          backoff: formula("java-genai: 1 s·2^(n-1)·U(0,2), cap 60 s", (n, r) =>
+            Math.min(60_000, 1000 * 2 ** (n - 1) * 2 * r()),
+          ),
+          classify: hints(0),
+        },
+      ],
+      // The caller's rerun repeats the turn's tool call too (seed 000: it "repeats a refund
+      // tool call that had already succeeded").
+      [CALLER_RERUN],
+    ),
 };
 
 /**
@@ -161,10 +191,11 @@ export const langchain: StormStack = {
 
 /**
  * breakwater: one layer. 3 attempts with full jitter (0.5 s base, 8 s cap), Retry-After
- * honoured up to 30 s, a 60 s attempt timeout (the naive stack's), a retry budget of 10
+ * honoured up to 30 s, no total timeout on a call (seed 000: size one above the longest
+ * answer; the run's deadline, the user's patience, bounds every call), a retry budget of 10
  * tokens at 0.1 per success and a breaker shared by every conversation (it opens when 90%
  * of at least 50 calls in 10 s failed: the upstream is down, not degraded), and each turn a
- * Run bounded by the user's patience.
+ * Run bounded by the user's patience. Tool calls go through guardTool with idempotency keys.
  */
 export const breakwater: StormStack = {
   name: "breakwater",
@@ -186,7 +217,6 @@ export const breakwater: StormStack = {
       maxAttempts: 3,
       backoff: { baseMs: 500, capMs: 8_000 },
       retryAfter: { maxMs: 30_000 },
-      attemptTimeoutMs: 60_000,
       budget,
       breaker,
     });
@@ -203,12 +233,28 @@ export const breakwater: StormStack = {
       }
       return run;
     };
+    // Tools: seed 001's spec through guardTool, with idempotency keys and a budget of 0.1 per
+    // call with a burst of 20, shared by every session.
+    const charge = guardTool(
+      (args: { order: number }, tc) =>
+        ctx.tool.call(args, { idempotencyKey: tc.idempotencyKey, signal: tc.signal }),
+      {
+        name: "charge",
+        effect: "idempotent",
+        budget: new RetryBudget({ maxTokens: 20, tokenRatio: 0.1 }),
+        policy: { clock: ctx.clock, random: ctx.random, ...SEED_001_DECORATOR },
+      },
+    );
     return {
       model: (request, { signal, turn }) =>
         p.execute((a) => ctx.provider.call(request, a.signal), {
           run: runOf(turn),
           ...(signal && { signal }),
         }),
+      tool: async (args, { signal, turn }) => {
+        const result = await charge(args, { run: runOf(turn), ...(signal && { signal }) });
+        return (result as { status?: string }).status !== "error";
+      },
     };
   },
 };

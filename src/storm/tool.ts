@@ -37,11 +37,10 @@ export class SimTool implements SimToolApi {
     const spec = this.#spec;
     if (spec === undefined) throw new Error("this scenario has no tool");
     const now = this.#clock.now();
-    this.#metrics.arrival(now);
+    this.#metrics.toolArrival(now);
     const inTrigger = now >= this.#trigger.startS * 1000 && now < this.#trigger.endS * 1000;
     const roll = inTrigger ? this.#random() : 1;
     if (roll < spec.errorRate) {
-      this.#metrics.rejected(now, "injected");
       await this.#clock.sleep(50);
       throw new SimHttpError(503, "injected");
     }

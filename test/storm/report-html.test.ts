@@ -1,0 +1,82 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { chromium } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { htmlReport } from "../../src/storm/report-html.ts";
+import { runStorm } from "../../src/storm/storm.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+
+describe("the HTML report in real headless Chromium", () => {
+  it("loads offline, renders every chart with data, logs no error; keeps a screenshot", async () => {
+    // .ci/run installs Debian's chromium; without it this test cannot run and must say so.
+    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium`).toBe(true);
+    const report = await runStorm({ scenarios: ["blip", "tool-deploy"] });
+    const dir = await mkdtemp(join(tmpdir(), "bw-report-"));
+    const file = join(dir, "storm-report.html");
+    await writeFile(file, htmlReport(report));
+
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      const problems: string[] = [];
+      const requests: string[] = [];
+      page.on("console", (m) => {
+        if (m.type() === "error" || m.type() === "warning") problems.push(m.text());
+      });
+      page.on("pageerror", (e) => problems.push(e.message));
+      page.on("request", (r) => requests.push(r.url()));
+      await page.route(/^(?!file:)/, (route) => route.abort()); // offline: nothing but the file
+      await page.goto(pathToFileURL(file).href, { waitUntil: "load" });
+
+      const charts = await page.$$eval("svg.chart", (svgs) =>
+        svgs.map((svg) => {
+          const box = svg.getBoundingClientRect();
+          const lines = [...svg.querySelectorAll("polyline.series")].map((p) => ({
+            points: (p as SVGPolylineElement).points.length,
+            width: (p as SVGPolylineElement).getBBox().width,
+            height: (p as SVGPolylineElement).getBBox().height,
+          }));
+          return { w: box.width, h: box.height, lines };
+        }),
+      );
+      expect(charts).toHaveLength(2 + 3); // two charts each, and the tool dependency's
+      for (const c of charts) {
+        expect(c.w).toBeGreaterThan(300);
+        expect(c.lines).toHaveLength(5); // one line per stack
+        for (const l of c.lines) {
+          expect(l.points).toBeGreaterThanOrEqual(180);
+          expect(l.width).toBeGreaterThan(300);
+          expect(l.height).toBeGreaterThan(5); // a line with data, not flat at zero
+        }
+      }
+      const rows = await page.$$eval("table tbody tr", (trs) =>
+        trs.map((tr) => tr.textContent ?? ""),
+      );
+      expect(rows).toHaveLength(10);
+      expect(rows.some((r) => r.startsWith("breakwater"))).toBe(true);
+      expect(problems).toEqual([]);
+      expect(requests.every((u) => u.startsWith("file:"))).toBe(true);
+
+      await mkdir("artifacts", { recursive: true });
+      await page.screenshot({ path: "artifacts/storm-report.png", fullPage: true });
+      expect(existsSync("artifacts/storm-report.png")).toBe(true);
+    } finally {
+      await browser.close();
+    }
+  }, 120_000);
+});
