@@ -28,10 +28,18 @@ export { type Policy, policy } from "./policy/policy.ts";
 export {
   type DiscardInfo,
   GuardedStream,
+  guardedStream,
   type OpenStream,
   type StreamMode,
   type StreamOptions,
   type StreamOutcome,
 } from "./policy/stream.ts";
+export {
+  type AuditClients,
+  type AuditLayer,
+  type AuditReport,
+  audit,
+  type LayerSpec,
+} from "./providers/audit.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
 export * from "./tools/index.ts";

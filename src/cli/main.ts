@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { AUDIT_USAGE, auditCommand } from "./audit.ts";
 import { demo } from "./demo.ts";
 import { FAULT_SERVER_USAGE, faultServerCommand } from "./fault-server.ts";
 import { STORM_USAGE, stormCommand } from "./storm.ts";
@@ -8,11 +9,14 @@ const USAGE = `usage: breakwater <command> [options]
 commands:
   storm          simulate an outage and compare retry stacks (the main job)
   fault-server   a fault-injecting LLM provider on loopback
+  audit          multiply the retry layers around a call; flag hidden SDK retries
   demo           a flaky fake model driven by one policy, in virtual time
 
 ${STORM_USAGE}
 
 ${FAULT_SERVER_USAGE}
+
+${AUDIT_USAGE}
 `;
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
@@ -24,6 +28,8 @@ async function main(argv: string[]): Promise<number> {
       return stormCommand(rest, out);
     case "fault-server":
       return faultServerCommand(rest, out);
+    case "audit":
+      return auditCommand(rest, out);
     case "demo":
       await demo(out);
       return 0;

@@ -442,3 +442,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#resolve({ ledger, usage: ledger.usage, chunks: this.#delivered.length, stopped });
   }
 }
+
+/** The GuardedStream behind an adapter's streaming call (typed as the SDK's own stream):
+ * `guardedStream(await client.chat.completions.create({ stream: true, ... })).ledger`. */
+export function guardedStream<C = unknown>(stream: unknown): GuardedStream<C> {
+  if (stream instanceof GuardedStream) return stream as GuardedStream<C>;
+  throw new TypeError(
+    "guardedStream: not a stream returned by breakwater (policy.stream or an adapter)",
+  );
+}

@@ -218,6 +218,18 @@ const GEMINI_STATUS: Record<ErrorName, string> = {
 export const gemini: Dialect = {
   error(status, name, message, retryAfterS) {
     const details: unknown[] = [];
+    if (name === "insufficient_quota") {
+      // What a spent daily quota looks like on the wire: a QuotaFailure naming a per-day quota.
+      details.push({
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        violations: [
+          {
+            quotaMetric: "generativelanguage.googleapis.com/generate_content_requests",
+            quotaId: "GenerateRequestsPerDayPerProjectPerModel",
+          },
+        ],
+      });
+    }
     if (retryAfterS !== undefined && GEMINI_STATUS[name] === "RESOURCE_EXHAUSTED") {
       details.push({
         "@type": "type.googleapis.com/google.rpc.RetryInfo",

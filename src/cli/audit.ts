@@ -1,0 +1,59 @@
+import { parseArgs } from "node:util";
+import { audit, parseLayers } from "../providers/audit.ts";
+
+export const AUDIT_USAGE = `usage: breakwater audit --layers caller:2,decorator:3,sdk:5[:baseMs] [--openai-max-retries N]
+                       [--anthropic-max-retries N] [--ai-sdk-max-retries N]
+
+Multiplies the retry layers around one call: the worst-case requests per logical call and
+the worst-case time spent waiting, outer layer first; flags SDKs whose retries are still on.`;
+
+export function auditCommand(argv: string[], out: (s: string) => void): number {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      layers: { type: "string" },
+      "openai-max-retries": { type: "string" },
+      "anthropic-max-retries": { type: "string" },
+      "ai-sdk-max-retries": { type: "string" },
+      help: { type: "boolean" },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    out(AUDIT_USAGE);
+    return 0;
+  }
+  const retries = (name: string, v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0)
+      throw new TypeError(`--${name} must be an integer >= 0; got ${v}`);
+    return { maxRetries: n };
+  };
+  const clients = {
+    ...(values["openai-max-retries"] !== undefined && {
+      openai: retries("openai-max-retries", values["openai-max-retries"]),
+    }),
+    ...(values["anthropic-max-retries"] !== undefined && {
+      anthropic: retries("anthropic-max-retries", values["anthropic-max-retries"]),
+    }),
+    ...(values["ai-sdk-max-retries"] !== undefined && {
+      aiSdk: retries("ai-sdk-max-retries", values["ai-sdk-max-retries"]),
+    }),
+  };
+  const report = audit(values.layers ? parseLayers(values.layers) : [], clients);
+  if (report.layers.length === 0) {
+    out(AUDIT_USAGE);
+    return 2;
+  }
+  out("layer            attempts   worst wait");
+  for (const l of report.layers)
+    out(
+      `${l.name.padEnd(16)} ${String(l.attempts).padStart(8)}   ${(l.worstWaitMs / 1000).toFixed(1).padStart(8)} s`,
+    );
+  out(
+    `worst case: ${report.layers.map((l) => l.attempts).join(" × ")} = ${report.worstCaseRequests} requests per logical call, ${(report.worstCaseWaitMs / 1000).toFixed(1)} s of stacked backoff`,
+  );
+  for (const w of report.warnings) out(`warning: ${w}`);
+  return report.warnings.length > 0 ? 1 : 0;
+}

@@ -1,0 +1,122 @@
+import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
+import type { Usage } from "../core/usage.ts";
+import type { PolicyOptions } from "../policy/options.ts";
+import type { Policy } from "../policy/policy.ts";
+import { asPolicy, rethrowScrubbed, scrub, scrubStream } from "./shared.ts";
+
+export interface AiSdkMiddlewareOptions {
+  policy?: Policy | PolicyOptions;
+}
+
+type Obj = Record<string, any>;
+
+/** Usage from a generate result or a `finish` part (`{ inputTokens: { total }, ... }`). */
+export function aiSdkUsage(x: unknown): Partial<Usage> | undefined {
+  const o = x as Obj | null;
+  const u = (o?.type === "finish" || o?.usage ? o?.usage : undefined) as Obj | undefined;
+  if (!u) return undefined;
+  const input = typeof u.inputTokens === "object" ? u.inputTokens?.total : u.inputTokens;
+  const output = typeof u.outputTokens === "object" ? u.outputTokens?.total : u.outputTokens;
+  return {
+    ...(typeof input === "number" && { inputTokens: input }),
+    ...(typeof output === "number" && { outputTokens: output }),
+  };
+}
+
+/** Parts that carry no answer yet: held back until content arrives. */
+const NOT_CONTENT = new Set([
+  "stream-start",
+  "response-metadata",
+  "text-start",
+  "reasoning-start",
+  "raw",
+  "ping",
+  "finish",
+  "error",
+]);
+export const isAiSdkContent = (part: unknown): boolean =>
+  !NOT_CONTENT.has(String((part as Obj | null)?.type));
+
+/** An `error` part: the provider's error inside a 200 stream. */
+export const aiSdkInBand = (part: unknown): unknown =>
+  (part as Obj | null)?.type === "error"
+    ? ((part as Obj).error ?? new Error("stream error"))
+    : undefined;
+
+async function* iterate<T>(stream: ReadableStream<T>): AsyncGenerator<T> {
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/**
+ * A language-model middleware for the AI SDK's `wrapLanguageModel` (middleware
+ * specification v4): `doGenerate` through `policy.execute`, `doStream` through
+ * `policy.stream` with the first-delta rule (an `error` part before content is retried;
+ * after it the stream ends with an error part carrying the partial answer's error). It
+ * classifies APICallError by breakwater's rules, not by `isRetryable` (a quota 429 is not
+ * retried). Pass `maxRetries: 0` to generateText/streamText, or the AI SDK retries on top.
+ */
+export function breakwaterMiddleware(
+  options: AiSdkMiddlewareOptions = {},
+): LanguageModelV4Middleware {
+  const p = asPolicy(options.policy);
+  return {
+    specificationVersion: "v4",
+    wrapGenerate: ({ params, model }) =>
+      p
+        .execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
+          ...(params.abortSignal && { signal: params.abortSignal }),
+          usage: aiSdkUsage,
+        })
+        .catch(rethrowScrubbed),
+    wrapStream: async ({ params, model }) => {
+      let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
+      const guarded = scrubStream(
+        p.stream<LanguageModelV4StreamPart>(
+          async (ctx) => {
+            const { stream, ...rest } = await model.doStream({
+              ...params,
+              abortSignal: ctx.signal,
+            });
+            meta = rest;
+            return iterate(stream);
+          },
+          {
+            ...(params.abortSignal && { signal: params.abortSignal }),
+            inspect: aiSdkInBand,
+            isContent: isAiSdkContent,
+            usage: aiSdkUsage,
+          },
+        ),
+      );
+      // Retries happen before this resolves: parts reach the SDK only once content flows.
+      const first = await guarded.next();
+      let pending: IteratorResult<LanguageModelV4StreamPart> | undefined = first;
+      const stream = new ReadableStream<LanguageModelV4StreamPart>({
+        async pull(controller) {
+          try {
+            const r = pending ?? (await guarded.next());
+            pending = undefined;
+            if (r.done) controller.close();
+            else controller.enqueue(r.value);
+          } catch (error) {
+            controller.enqueue({ type: "error", error: scrub(error) });
+            controller.close();
+          }
+        },
+        async cancel() {
+          await guarded.return();
+        },
+      });
+      return { ...meta, stream };
+    },
+  };
+}

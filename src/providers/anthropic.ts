@@ -1,0 +1,62 @@
+import type Anthropic from "@anthropic-ai/sdk";
+import type { Usage } from "../core/usage.ts";
+import type { PolicyOptions } from "../policy/options.ts";
+import type { Policy } from "../policy/policy.ts";
+import { asPolicy, overlay, rethrowScrubbed, scrubStream } from "./shared.ts";
+
+export interface AnthropicAdapterOptions {
+  policy?: Policy | PolicyOptions;
+}
+
+type Obj = Record<string, any>;
+
+/** Usage from a message, or from the `message_start` (input) and `message_delta`
+ * (cumulative output) events of a stream. */
+export function anthropicUsage(x: unknown): Partial<Usage> | undefined {
+  const o = x as Obj | null;
+  const u = (o?.type === "message_start" ? o.message?.usage : o?.usage) as Obj | undefined;
+  if (!u) return undefined;
+  return {
+    ...(typeof u.input_tokens === "number" && { inputTokens: u.input_tokens }),
+    ...(typeof u.output_tokens === "number" && { outputTokens: u.output_tokens }),
+  };
+}
+
+/** Content: a delta of a content block (text, a tool call's JSON, thinking). */
+export const isAnthropicContent = (event: unknown): boolean =>
+  (event as Obj | null)?.type === "content_block_delta";
+
+/**
+ * Routes an `@anthropic-ai/sdk` client's `messages.create` (streaming or not) through one
+ * policy, the client's own retries off. `overloaded_error` (529) and `rate_limit_error` are
+ * retried, `billing_error` and a prompt that is too long are not; an `error` event inside a
+ * 200 stream (the SDK raises it) before any content is retried.
+ */
+export function withBreakwater<C extends Anthropic>(
+  client: C,
+  options: AnthropicAdapterOptions = {},
+): C {
+  const p = asPolicy(options.policy);
+  const raw = client.withOptions({ maxRetries: 0 }) as C;
+  const create = raw.messages.create.bind(raw.messages) as (params: Obj, options?: Obj) => any;
+  const routed = (params: Obj, req: Obj = {}) => {
+    const signal = req.signal as AbortSignal | undefined;
+    if (params.stream) {
+      return scrubStream(
+        p.stream((ctx) => create(params, { ...req, signal: ctx.signal }), {
+          ...(signal && { signal }),
+          usage: anthropicUsage,
+          isContent: isAnthropicContent,
+        }),
+      );
+    }
+    return p
+      .execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
+        ...(signal && { signal }),
+        usage: anthropicUsage,
+      })
+      .catch(rethrowScrubbed);
+  };
+  const messages = overlay(raw.messages, { create: routed });
+  return overlay(raw, { messages });
+}

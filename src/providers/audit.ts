@@ -1,0 +1,160 @@
+import { validator } from "../core/validate.ts";
+
+/** One retry layer around a call, as the caller describes it. */
+export interface LayerSpec {
+  name: string;
+  /** Attempts, including the first. */
+  attempts: number;
+  /** The longest wait before retry n (1-based), or a formula: base·factor^(n-1), capped. */
+  waitsMs?: number[];
+  backoff?: {
+    baseMs: number;
+    factor?: number;
+    capMs?: number;
+    jitter?: "full" | "none" | "up-to-2x";
+  };
+}
+
+/** What `audit` can read off real clients. */
+export interface AuditClients {
+  /** An `openai` client (reads `maxRetries`). */
+  openai?: { maxRetries?: number };
+  /** An `@anthropic-ai/sdk` client (reads `maxRetries`). */
+  anthropic?: { maxRetries?: number };
+  /** A `@google/genai` client (reads its http retry options). */
+  google?: unknown;
+  /** What you pass to generateText/streamText (its `maxRetries` defaults to 2). */
+  aiSdk?: { maxRetries?: number };
+}
+
+export interface AuditLayer {
+  name: string;
+  attempts: number;
+  worstWaitMs: number;
+}
+
+export interface AuditReport {
+  layers: AuditLayer[];
+  /** The product of every layer's attempts: requests one logical call can send. */
+  worstCaseRequests: number;
+  /** The waits stacked as the layers nest them, at their longest. */
+  worstCaseWaitMs: number;
+  /** SDKs whose own retries are still on, and what to change. */
+  warnings: string[];
+}
+
+function worstWait(l: LayerSpec): number {
+  const retries = l.attempts - 1;
+  if (l.waitsMs) return l.waitsMs.slice(0, retries).reduce((a, b) => a + b, 0);
+  if (!l.backoff) return 0;
+  const { baseMs, factor = 2, capMs = Number.POSITIVE_INFINITY, jitter = "full" } = l.backoff;
+  let sum = 0;
+  for (let n = 1; n <= retries; n++) {
+    const ceiling = Math.min(capMs, baseMs * factor ** (n - 1));
+    sum += jitter === "up-to-2x" ? Math.min(capMs, ceiling * 2) : ceiling;
+  }
+  return sum;
+}
+
+/** The SDKs' own retry layers, read off their clients (defaults from their sources). */
+function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
+  const out: LayerSpec[] = [];
+  const sdk = (name: string, maxRetries: number | undefined, fix: string) => {
+    const retries = maxRetries ?? 2;
+    if (retries > 0) warnings.push(`${name} retries on its own (maxRetries ${retries}): ${fix}`);
+    // openai-node and the anthropic SDK: min(0.5 s·2^n, 8 s), less up to 25% jitter.
+    out.push({
+      name,
+      attempts: retries + 1,
+      backoff: { baseMs: 500, capMs: 8_000, jitter: "none" },
+    });
+  };
+  if (c.openai)
+    sdk("openai", c.openai.maxRetries, "new OpenAI({ maxRetries: 0 }) or breakwater/openai");
+  if (c.anthropic)
+    sdk(
+      "anthropic",
+      c.anthropic.maxRetries,
+      "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
+    );
+  if (c.google) {
+    const g = c.google as {
+      apiClient?: { clientOptions?: { httpOptions?: { retryOptions?: { attempts?: number } } } };
+    };
+    const retry = g.apiClient?.clientOptions?.httpOptions?.retryOptions;
+    // js-genai: one attempt unless retryOptions is set, then 5 by default.
+    const attempts = retry ? (retry.attempts ?? 5) : 1;
+    if (attempts > 1)
+      warnings.push(
+        `@google/genai retries on its own (${attempts} attempts): drop httpOptions.retryOptions or use breakwater/google`,
+      );
+    out.push({
+      name: "google",
+      attempts,
+      backoff: { baseMs: 1_000, capMs: 60_000, jitter: "up-to-2x" },
+    });
+  }
+  if (c.aiSdk) {
+    const retries = c.aiSdk.maxRetries ?? 2;
+    if (retries > 0)
+      warnings.push(
+        `the AI SDK retries on its own (maxRetries ${retries}): pass maxRetries: 0 to generateText/streamText`,
+      );
+    // ai: retryWithExponentialBackoff, 2 s then 4 s, no jitter.
+    out.push({ name: "ai-sdk", attempts: retries + 1, backoff: { baseMs: 2_000, jitter: "none" } });
+  }
+  return out;
+}
+
+/**
+ * Reports each retry layer around a call, the worst-case requests one logical call can send
+ * (the product of the layers' attempts), the worst-case time spent waiting (the layers'
+ * backoffs stacked), and any SDK whose own retries are still on. Outer layers first.
+ */
+export function audit(layers: LayerSpec[] = [], clients: AuditClients = {}): AuditReport {
+  const v = validator("audit");
+  if (!Array.isArray(layers))
+    v.fail("layers", layers, "an array of { name, attempts, waitsMs? | backoff? }");
+  layers.forEach((l, i) => {
+    v.object(`layers[${i}]`, l);
+    if (typeof l.name !== "string" || l.name === "")
+      v.fail(`layers[${i}].name`, l.name, "a non-empty string");
+    v.int(`layers[${i}].attempts`, l.attempts, 1);
+  });
+  const warnings: string[] = [];
+  const all = [...layers, ...clientLayers(clients, warnings)];
+  const out: AuditLayer[] = all.map((l) => ({
+    name: l.name,
+    attempts: l.attempts,
+    worstWaitMs: worstWait(l),
+  }));
+  const worstCaseRequests = out.reduce((p, l) => p * l.attempts, 1);
+  // Layer k's waits happen once per attempt of every layer outside it.
+  let outer = 1;
+  let worstCaseWaitMs = 0;
+  for (const l of out) {
+    worstCaseWaitMs += outer * l.worstWaitMs;
+    outer *= l.attempts;
+  }
+  return { layers: out, worstCaseRequests, worstCaseWaitMs, warnings };
+}
+
+/** "caller:2,decorator:3,sdk:5" (optionally name:attempts:baseMs) as layers. */
+export function parseLayers(text: string): LayerSpec[] {
+  return text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      const [name, attempts, base] = s.split(":");
+      const n = Number(attempts);
+      if (!name || !Number.isInteger(n) || n < 1)
+        throw new TypeError(
+          `--layers: "${s}" must be name:attempts[:baseMs] with attempts an integer >= 1`,
+        );
+      const baseMs = base === undefined ? undefined : Number(base);
+      if (baseMs !== undefined && !(baseMs >= 0))
+        throw new TypeError(`--layers: "${s}": baseMs must be a number >= 0`);
+      return { name, attempts: n, ...(baseMs !== undefined && { backoff: { baseMs } }) };
+    });
+}

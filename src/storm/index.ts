@@ -1,0 +1,17 @@
+export { loadStacks } from "./config.ts";
+export { loadAfter, recoverySeconds, type Series, type StackResult } from "./metrics.ts";
+export { htmlReport } from "./report-html.ts";
+export { markdownTables, textTable } from "./report-text.ts";
+export {
+  type ProviderSpec,
+  SCENARIO_NAMES,
+  SCENARIOS,
+  type Scenario,
+  type ToolSpec,
+  type TriggerSpec,
+  type UsersSpec,
+} from "./scenarios.ts";
+export { expectedConversationS, type SimulateOptions, simulate } from "./simulate.ts";
+export { aiSdk, breakwater, langchain, naive, openaiSdk, STACKS } from "./stacks.ts";
+export { runStorm, type ScenarioReport, type StormOptions, type StormReport } from "./storm.ts";
+export * from "./types.ts";

@@ -1,0 +1,113 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { APICallError, generateText, streamText, wrapLanguageModel } from "ai";
+import { describe, expect, it } from "vitest";
+import type { BreakwaterError } from "../../src/core/errors.ts";
+import { reasonOf } from "../../src/core/errors.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
+import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+const fs = useFaultServer();
+const model = () => {
+  const t = testPolicy();
+  const provider = createOpenAI({
+    baseURL: `${fs.server.url}/v1`,
+    apiKey: "sk-test-0000000000000000",
+  });
+  return {
+    ...t,
+    model: wrapLanguageModel({
+      model: provider.chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: t.p }),
+    }),
+  };
+};
+const prompt = "three little words";
+
+/** Streams and collects text and the error parts, the way an app reads fullStream. */
+async function stream(m: ReturnType<typeof model>["model"]) {
+  const r = streamText({ model: m, prompt, maxRetries: 0, onError: () => {} });
+  let text = "";
+  const errors: unknown[] = [];
+  for await (const part of r.fullStream) {
+    if (part.type === "text-delta") text += part.text;
+    if (part.type === "error") errors.push(part.error);
+  }
+  return { text, errors };
+}
+
+describe("breakwater/ai-sdk middleware against the fault server", () => {
+  it("generateText: 429 with Retry-After retried after the hint; usage from the result", async () => {
+    fs.script({ rules: [{ requests: [1, 1], status: 429, retryAfterMs: 300 }] });
+    const { model: m, ledgers } = model();
+    const r = await generateText({ model: m, prompt, maxRetries: 0 });
+    expect(r.text).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+    expect(fs.gap()).toBeGreaterThanOrEqual(295);
+    expect(ledgers[0]!.usage).toEqual({ inputTokens: 3, outputTokens: 10 });
+  });
+
+  it("529 and 503 then 200: retried", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], status: 529 },
+        { requests: [2, 2], status: 503 },
+      ],
+    });
+    const { model: m } = model();
+    expect((await generateText({ model: m, prompt, maxRetries: 0 })).text).toBe(TEXT);
+    expect(fs.requests()).toBe(3);
+  });
+
+  it.each([
+    [
+      "a spent quota 429 (isRetryable says yes; breakwater says no)",
+      { status: 429, error: "insufficient_quota" as const },
+    ],
+    ["a context-length 400", { status: 400, error: "context_length" as const }],
+    ["a 401", { status: 401 }],
+  ])("%s: one request, APICallError", async (_, rule) => {
+    fs.script({ rules: [rule] });
+    const { model: m } = model();
+    const err = await generateText({ model: m, prompt, maxRetries: 0 }).catch((e) => e);
+    expect(APICallError.isInstance(err)).toBe(true);
+    expect(reasonOf(err)).toBe("not-retryable");
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("streamText: an error part before the first delta is retried", async () => {
+    fs.script({
+      rules: [{ requests: [1, 1], stream: { after: 0, action: "error", error: "server_error" } }],
+    });
+    const { model: m } = model();
+    const r = await stream(m);
+    expect(r.errors).toEqual([]);
+    expect(r.text).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("streamText: an error after content is not retried; the stream ends with the interruption", async () => {
+    fs.script({ rules: [{ stream: { after: 3, action: "error", error: "server_error" } }] });
+    const { model: m } = model();
+    const r = await stream(m);
+    expect(r.text).toBe("The fault server ");
+    expect(r.errors).toHaveLength(1);
+    expect((r.errors[0] as BreakwaterError).reason).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("streamText: a stall mid-stream ends with the idle timeout; a cut connection interrupts", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 2, action: "stall" } },
+        { requests: [2, 2], stream: { after: 2, action: "cut" } },
+      ],
+    });
+    const { model: m } = model();
+    const stalled = await stream(m);
+    expect((stalled.errors[0] as BreakwaterError).failure?.code).toBe("idle_timeout");
+    const cut = await stream(m);
+    expect(cut.text).toBe("The fault ");
+    expect(cut.errors.length).toBeGreaterThan(0);
+    expect(fs.requests()).toBe(2);
+  });
+});

@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, beforeEach } from "vitest";
+import type { Ledger } from "../../src/core/ledger.ts";
+import type { PolicyOptions } from "../../src/policy/options.ts";
+import { policy } from "../../src/policy/policy.ts";
+import type { FaultScript } from "../../src/testing/fault-server/script.ts";
+import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+
+/** A fault server for one test file, reset before each test. */
+export function useFaultServer() {
+  const ctx = { server: undefined as unknown as FaultServer };
+  beforeAll(async () => {
+    ctx.server = await startFaultServer();
+  });
+  afterAll(() => ctx.server.close());
+  beforeEach(() => {
+    ctx.server.setScript({});
+    ctx.server.resetStats();
+  });
+  return {
+    get server() {
+      return ctx.server;
+    },
+    script(s: FaultScript) {
+      ctx.server.setScript(s);
+    },
+    requests(): number {
+      return ctx.server.stats().requests;
+    },
+    /** ms between the first two arrivals. */
+    gap(): number {
+      const t = ctx.server.stats().timeline;
+      return t[1]!.at - t[0]!.at;
+    },
+  };
+}
+
+/** A fast policy for real-HTTP tests, recording the ledger of every successful call. */
+export function testPolicy(extra: PolicyOptions = {}) {
+  const ledgers: Ledger[] = [];
+  const p = policy({
+    maxAttempts: 3,
+    backoff: { baseMs: 10, capMs: 20 },
+    retryAfter: { maxMs: 5_000, jitterMs: 0 },
+    idleTimeoutMs: 300,
+    onSuccess: (e) => void ledgers.push(e.ledger),
+    ...extra,
+  });
+  return { p, ledgers };
+}
+
+export const TEXT = "The fault server says hello, one word at a time.";
+
+export async function drain<T>(it: AsyncIterable<T>): Promise<{ chunks: T[]; error: unknown }> {
+  const chunks: T[] = [];
+  try {
+    for await (const c of it) chunks.push(c);
+    return { chunks, error: undefined };
+  } catch (error) {
+    return { chunks, error };
+  }
+}

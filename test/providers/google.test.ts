@@ -1,0 +1,120 @@
+import { GoogleGenAI } from "@google/genai";
+import { describe, expect, it } from "vitest";
+import { type BreakwaterError, reasonOf } from "../../src/core/errors.ts";
+import { guardedStream } from "../../src/policy/stream.ts";
+import { withBreakwater } from "../../src/providers/google.ts";
+import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+const fs = useFaultServer();
+const params = { model: "gemini-test", contents: "three little words" };
+const client = () => {
+  const t = testPolicy();
+  return {
+    ...t,
+    ai: withBreakwater(
+      new GoogleGenAI({
+        apiKey: "AIza-test-00000000000000000000",
+        httpOptions: { baseUrl: fs.server.url },
+      }),
+      { policy: t.p },
+    ),
+  };
+};
+type Chunk = { text?: string };
+const text = (chunks: Chunk[]) => chunks.map((c) => c.text ?? "").join("");
+
+describe("breakwater/google against the fault server", () => {
+  it("429 RESOURCE_EXHAUSTED with RetryInfo: retried after the hinted delay", async () => {
+    fs.script({ rules: [{ requests: [1, 1], status: 429, retryAfter: 0.3 }] });
+    const { ai, ledgers } = client();
+    const r = await ai.models.generateContent(params);
+    expect(r.text).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+    expect(fs.gap()).toBeGreaterThanOrEqual(295);
+    expect(ledgers[0]!.attempts[0]!.failure).toMatchObject({
+      kind: "rate_limited",
+      code: "RESOURCE_EXHAUSTED",
+      retryAfterMs: 300,
+    });
+  });
+
+  it("503 UNAVAILABLE and 529: retried", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], status: 503 },
+        { requests: [2, 2], status: 529 },
+      ],
+    });
+    const { ai } = client();
+    await ai.models.generateContent(params);
+    expect(fs.requests()).toBe(3);
+  });
+
+  it.each([
+    [
+      "a spent daily quota (QuotaFailure PerDay)",
+      { status: 429, error: "insufficient_quota" as const },
+      "quota_exhausted",
+    ],
+    ["a context-length 400", { status: 400, error: "context_length" as const }, "invalid_request"],
+    ["a 401", { status: 401 }, "auth"],
+  ])("%s: one request, the SDK's ApiError", async (_, rule, kind) => {
+    fs.script({ rules: [rule] });
+    const { ai } = client();
+    const err = await ai.models.generateContent(params).catch((e) => e);
+    expect(err.name).toBe("ApiError");
+    expect(reasonOf(err)).toBe("not-retryable");
+    const { failureOf } = await import("../../src/core/errors.ts");
+    expect(failureOf(err)?.kind).toBe(kind);
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("streams: an error chunk before content is retried; after content it interrupts", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 0, action: "error" } },
+        { requests: [3, 3], stream: { after: 2, action: "error" } },
+      ],
+    });
+    const { ai } = client();
+    const ok = await drain((await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>);
+    expect(ok.error).toBeUndefined();
+    expect(text(ok.chunks)).toBe(TEXT);
+    const broken = await drain(
+      (await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>,
+    );
+    expect(text(broken.chunks)).toBe("The fault ");
+    expect((broken.error as BreakwaterError).reason).toBe("stream-interrupted");
+    expect((broken.error as BreakwaterError).failure?.kind).toBe("overloaded");
+    expect(fs.requests()).toBe(3);
+  });
+
+  it("a stall mid-stream ends with the idle timeout; a cut connection interrupts", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 2, action: "stall" } },
+        { requests: [2, 2], stream: { after: 2, action: "cut" } },
+      ],
+    });
+    const { ai } = client();
+    const stalled = await drain(
+      (await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>,
+    );
+    expect((stalled.error as BreakwaterError).failure?.code).toBe("idle_timeout");
+    const cut = await drain(
+      (await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>,
+    );
+    expect(reasonOf(cut.error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("usageMetadata and the ledger match what the server billed", async () => {
+    const { ai, ledgers } = client();
+    await ai.models.generateContent(params);
+    const s = await ai.models.generateContentStream(params);
+    await drain(s as AsyncIterable<Chunk>);
+    expect(ledgers[0]!.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+    expect(guardedStream(s).ledger.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+    expect(fs.server.stats().billed).toEqual({ inputTokens: 6, outputTokens: 20 });
+  });
+});

@@ -1,0 +1,154 @@
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { BreakwaterError, ledgerOf, reasonOf } from "../../src/core/errors.ts";
+import { guardedStream } from "../../src/policy/stream.ts";
+import { withBreakwater } from "../../src/providers/openai.ts";
+import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+const fs = useFaultServer();
+const messages = [{ role: "user" as const, content: "three little words" }];
+const client = (extra = {}) => {
+  const t = testPolicy(extra);
+  return {
+    ...t,
+    ai: withBreakwater(
+      new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test-000000000000" }),
+      { policy: t.p },
+    ),
+  };
+};
+const text = (chunks: OpenAI.ChatCompletionChunk[]) =>
+  chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+
+describe("breakwater/openai against the fault server", () => {
+  it("switches the SDK's own retries off", () => {
+    const raw = new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "k" });
+    expect(raw.maxRetries).toBe(2);
+    expect(withBreakwater(raw).maxRetries).toBe(0);
+  });
+
+  it("429 with retry-after-ms: retried after the hinted wait", async () => {
+    fs.script({ rules: [{ requests: [1, 1], status: 429, retryAfterMs: 300 }] });
+    const { ai } = client();
+    const r = await ai.chat.completions.create({ model: "gpt-test", messages });
+    expect(r.choices[0]!.message.content).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+    expect(fs.gap()).toBeGreaterThanOrEqual(295);
+  });
+
+  it("529 overloaded and 503 then 200: retried", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], status: 529 },
+        { requests: [2, 2], status: 503 },
+      ],
+    });
+    const { ai } = client();
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    expect(fs.requests()).toBe(3);
+  });
+
+  it.each([
+    [
+      "a spent quota (429 insufficient_quota)",
+      { status: 429, error: "insufficient_quota" as const },
+      OpenAI.RateLimitError,
+    ],
+    [
+      "a context-length 400",
+      { status: 400, error: "context_length" as const },
+      OpenAI.BadRequestError,
+    ],
+    ["a 401", { status: 401 }, OpenAI.AuthenticationError],
+  ])("%s: one request, the SDK's own error class", async (_, rule, cls) => {
+    fs.script({ rules: [rule] });
+    const { ai } = client();
+    const err = await ai.chat.completions.create({ model: "gpt-test", messages }).catch((e) => e);
+    expect(err).toBeInstanceOf(cls);
+    expect(reasonOf(err)).toBe("not-retryable");
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("an in-band error before the first delta is retried; the consumer sees one clean answer", async () => {
+    fs.script({
+      rules: [{ requests: [1, 1], stream: { after: 0, action: "error", error: "server_error" } }],
+    });
+    const { ai } = client();
+    const { chunks, error } = await drain(
+      await ai.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(error).toBeUndefined();
+    expect(text(chunks)).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("an in-band error after it is not retried: the partial answer is on the error", async () => {
+    fs.script({ rules: [{ stream: { after: 3, action: "error", error: "server_error" } }] });
+    const { ai } = client();
+    const { chunks, error } = await drain(
+      await ai.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(text(chunks)).toBe("The fault server ");
+    expect(error).toBeInstanceOf(BreakwaterError);
+    expect((error as BreakwaterError).reason).toBe("stream-interrupted");
+    expect((error as BreakwaterError).cause).toBeInstanceOf(OpenAI.APIError);
+    expect(text((error as BreakwaterError).partial!.chunks as OpenAI.ChatCompletionChunk[])).toBe(
+      "The fault server ",
+    );
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("a stall mid-stream ends with the idle timeout", async () => {
+    fs.script({ rules: [{ stream: { after: 2, action: "stall" } }] });
+    const { ai } = client();
+    const { error } = await drain(
+      await ai.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect((error as BreakwaterError).failure?.code).toBe("idle_timeout");
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("a cut connection: retried before content, interrupted after", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 0, action: "cut" } },
+        { requests: [2, 2], stream: { after: 4, action: "cut" } },
+      ],
+    });
+    const { ai } = client();
+    const { chunks, error } = await drain(
+      await ai.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(text(chunks)).toBe("The fault server says ");
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect((error as BreakwaterError).failure?.kind).toBe("transport");
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("usage and the ledger match what the server billed (usage chunk asked for)", async () => {
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    const { ai, ledgers } = client();
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    const s = await ai.chat.completions.create({ model: "gpt-test", messages, stream: true });
+    await drain(s);
+    const billed = fs.server.stats().billed;
+    const streamed = guardedStream(s).ledger;
+    expect(ledgers[0]!.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+    expect(streamed.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+    expect(billed).toEqual({ inputTokens: 6, outputTokens: 20 });
+  });
+
+  it("gives up with the ledger reachable and keys redacted", async () => {
+    fs.script({
+      rules: [
+        { status: 503, message: "upstream said: key sk-live-abcdefghijklmnopqrstu is wrong" },
+      ],
+    });
+    const { ai } = client();
+    const err = await ai.chat.completions.create({ model: "gpt-test", messages }).catch((e) => e);
+    expect(reasonOf(err)).toBe("attempts-exhausted");
+    expect(ledgerOf(err)?.attempts).toHaveLength(3);
+    expect(String(err.message)).not.toContain("abcdefghijklmnopqrstu");
+  });
+});
