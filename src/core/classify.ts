@@ -69,9 +69,9 @@ const TRANSPORT_NAMES = new Set(["APIConnectionError", "FetchError"]);
 const TIMEOUT_NAMES = new Set(["TimeoutError", "APIConnectionTimeoutError", "AttemptTimeoutError"]);
 const CANCEL_NAMES = new Set(["AbortError", "APIUserAbortError"]);
 
-/** Context-length errors that arrive with a generic code (Anthropic, older OpenAI). */
+/** Context-length errors that arrive with a generic code (Anthropic, Gemini, older OpenAI). */
 const CONTEXT_MESSAGE =
-  /prompt is too long|context length|context window|maximum context|too many tokens/i;
+  /prompt is too long|context length|context window|maximum context|too many tokens|exceeds the maximum number of tokens/i;
 
 type Obj = Record<string, unknown>;
 const isObj = (x: unknown): x is Obj => x !== null && typeof x === "object";

@@ -1,5 +1,5 @@
 import type { Price, Usage } from "../core/usage.ts";
-import type { Scenario } from "./scenarios.ts";
+import { inTrigger, type Scenario } from "./scenarios.ts";
 
 /** Per-second series, all of length durationS. */
 export interface Series {
@@ -91,8 +91,7 @@ export class Metrics {
   }
 
   #inTrigger(ms: number) {
-    const t = this.#scenario.trigger;
-    return ms >= t.startS * 1000 && ms < t.endS * 1000;
+    return inTrigger(this.#scenario.trigger, ms);
   }
 
   /** Only [0, durationS) is measured: the warm-up before 0 is not. */

@@ -1,8 +1,8 @@
 import type { Clock } from "../core/clock.ts";
 import type { Usage } from "../core/usage.ts";
 import type { Metrics } from "./metrics.ts";
-import type { ProviderSpec, TriggerSpec } from "./scenarios.ts";
-import { SimHttpError, type SimProviderApi, type SimRequest } from "./types.ts";
+import { inTrigger, type ProviderSpec, type TriggerSpec } from "./scenarios.ts";
+import { SimHttpError, type SimProviderApi, type SimRequest, type World } from "./types.ts";
 
 interface Job {
   arrivedAt: number;
@@ -28,22 +28,18 @@ export class SimProvider implements SimProviderApi {
   #queueHead = 0;
   #inService = 0;
 
-  constructor(
-    clock: Clock,
-    spec: ProviderSpec,
-    trigger: TriggerSpec,
-    random: () => number,
-    metrics: Metrics,
-  ) {
-    this.#clock = clock;
+  constructor(world: World, spec: ProviderSpec) {
+    ({
+      clock: this.#clock,
+      trigger: this.#trigger,
+      random: this.#random,
+      metrics: this.#metrics,
+    } = world);
     this.#spec = spec;
-    this.#trigger = trigger;
-    this.#random = random;
-    this.#metrics = metrics;
   }
 
   #inTrigger(now: number): boolean {
-    return now >= this.#trigger.startS * 1000 && now < this.#trigger.endS * 1000;
+    return inTrigger(this.#trigger, now);
   }
 
   #capacity(now: number): number {

@@ -28,6 +28,11 @@ export interface TriggerSpec {
   capacityFactor?: number;
 }
 
+/** Whether `ms` (virtual time) falls inside the trigger window. */
+export function inTrigger(trigger: TriggerSpec, ms: number): boolean {
+  return ms >= trigger.startS * 1000 && ms < trigger.endS * 1000;
+}
+
 export interface UsersSpec {
   /** Conversations running at once when the provider is healthy. New ones arrive at the
    * rate that keeps this many running (open loop): arrivals do not wait for the provider. */

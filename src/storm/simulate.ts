@@ -56,10 +56,11 @@ export async function simulate(
 ): Promise<StackResult> {
   const warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
   const clock = new VirtualClock(-warmupMs);
-  const { world, stack: stackRandom, user: userRandom } = streams(options.seed);
+  const { world: worldRandom, stack: stackRandom, user: userRandom } = streams(options.seed);
   const metrics = new Metrics(scenario);
-  const provider = new SimProvider(clock, scenario.provider, scenario.trigger, world, metrics);
-  const tool = new SimTool(clock, scenario.tool, scenario.trigger, world, metrics);
+  const world = { clock, trigger: scenario.trigger, random: worldRandom, metrics };
+  const provider = new SimProvider(world, scenario.provider);
+  const tool = new SimTool(world, scenario.tool);
   const client = stack.create({ clock, random: stackRandom, provider, tool });
   const endMs = scenario.durationS * 1000;
   const stop = new AbortController();

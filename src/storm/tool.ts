@@ -1,7 +1,7 @@
 import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "./metrics.ts";
-import type { ToolSpec, TriggerSpec } from "./scenarios.ts";
-import { SimHttpError, type SimToolApi } from "./types.ts";
+import { inTrigger, type ToolSpec, type TriggerSpec } from "./scenarios.ts";
+import { SimHttpError, type SimToolApi, type World } from "./types.ts";
 
 /**
  * The payment dependency of the tool scenario. It executes charges and honours idempotency
@@ -19,18 +19,14 @@ export class SimTool implements SimToolApi {
   readonly #charged = new Set<number>();
   #executed = 0;
 
-  constructor(
-    clock: Clock,
-    spec: ToolSpec | undefined,
-    trigger: TriggerSpec,
-    random: () => number,
-    metrics: Metrics,
-  ) {
-    this.#clock = clock;
+  constructor(world: World, spec: ToolSpec | undefined) {
+    ({
+      clock: this.#clock,
+      trigger: this.#trigger,
+      random: this.#random,
+      metrics: this.#metrics,
+    } = world);
     this.#spec = spec;
-    this.#trigger = trigger;
-    this.#random = random;
-    this.#metrics = metrics;
   }
 
   async call(args: { order: number }, options: { idempotencyKey?: string; signal?: AbortSignal }) {
@@ -38,8 +34,7 @@ export class SimTool implements SimToolApi {
     if (spec === undefined) throw new Error("this scenario has no tool");
     const now = this.#clock.now();
     this.#metrics.toolArrival(now);
-    const inTrigger = now >= this.#trigger.startS * 1000 && now < this.#trigger.endS * 1000;
-    const roll = inTrigger ? this.#random() : 1;
+    const roll = inTrigger(this.#trigger, now) ? this.#random() : 1;
     if (roll < spec.errorRate) {
       await this.#clock.sleep(50);
       throw new SimHttpError(503, "injected");

@@ -1,5 +1,15 @@
 import type { Clock } from "../core/clock.ts";
 import type { Usage } from "../core/usage.ts";
+import type { Metrics } from "./metrics.ts";
+import type { TriggerSpec } from "./scenarios.ts";
+
+/** What the simulated provider and tool share: time, the trouble, randomness, the meters. */
+export interface World {
+  readonly clock: Clock;
+  readonly trigger: TriggerSpec;
+  readonly random: () => number;
+  readonly metrics: Metrics;
+}
 
 /** One model request as the simulated provider sees it. */
 export interface SimRequest {

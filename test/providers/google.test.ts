@@ -56,7 +56,7 @@ describe("breakwater/google against the fault server", () => {
       { status: 429, error: "insufficient_quota" as const },
       "quota_exhausted",
     ],
-    ["a context-length 400", { status: 400, error: "context_length" as const }, "invalid_request"],
+    ["a context-length 400", { status: 400, error: "context_length" as const }, "context_exceeded"],
     ["a 401", { status: 401 }, "auth"],
   ])("%s: one request, the SDK's ApiError", async (_, rule, kind) => {
     fs.script({ rules: [rule] });

@@ -1,29 +1,22 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { throwIfNotOk } from "../../src/http/http-error.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { parseScript } from "../../src/testing/fault-server/script.ts";
-import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { useFaultServer } from "../fault-fixture.ts";
 
-let server: FaultServer;
-beforeAll(async () => {
-  server = await startFaultServer();
-});
-afterAll(() => server.close());
-beforeEach(() => {
-  server.setScript({});
-  server.resetStats();
-});
+const fs = useFaultServer();
 
 const chat = (content = "hello there") =>
   JSON.stringify({ model: "gpt-test", messages: [{ role: "user", content }] });
 
 /** One attempt of a plain fetch of the OpenAI route, as seed 003 does it. */
 const attempt = ({ signal }: { signal: AbortSignal }) =>
-  fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: chat(), signal }).then(
+  fetch(`${fs.server.url}/v1/chat/completions`, { method: "POST", body: chat(), signal }).then(
     throwIfNotOk,
   );
 
@@ -34,31 +27,31 @@ describe("seed 003's seven loopback conditions, through policy().execute and fet
     const p = policy({ ...fast, maxAttempts: 3 });
     const res = await p.execute(attempt);
     expect(res.status).toBe(200);
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("503 then 200: 2 attempts, ok", async () => {
-    server.setScript({ rules: [{ route: "openai", requests: [1, 1], status: 503 }] });
+    fs.server.setScript({ rules: [{ route: "openai", requests: [1, 1], status: 503 }] });
     const res = await policy({ ...fast, maxAttempts: 3 }).execute(attempt);
     expect(res.status).toBe(200);
-    expect(server.stats().byRoute.openai).toEqual({
+    expect(fs.server.stats().byRoute.openai).toEqual({
       requests: 2,
       byOutcome: { "503": 1, "200": 1 },
     });
   });
 
   it("401: 1 attempt, not retryable", async () => {
-    server.setScript({ rules: [{ status: 401 }] });
+    fs.server.setScript({ rules: [{ status: 401 }] });
     const err = await policy({ ...fast, maxAttempts: 3 })
       .execute(attempt)
       .catch((e) => e);
     expect(err.status).toBe(401);
     expect(reasonOf(err)).toBe("not-retryable");
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("Retry-After longer than the remaining deadline: 1 attempt, gives up before waiting", async () => {
-    server.setScript({ rules: [{ status: 503, retryAfter: 1 }] });
+    fs.server.setScript({ rules: [{ status: 503, retryAfter: 1 }] });
     const t0 = performance.now();
     const err = await policy({ ...fast, maxAttempts: 3, deadlineMs: 500 })
       .execute(attempt)
@@ -67,21 +60,21 @@ describe("seed 003's seven loopback conditions, through policy().execute and fet
     expect(err).toBeInstanceOf(BreakwaterError);
     expect(err.reason).toBe("deadline");
     expect(err.retryAfterMs).toBe(1000);
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("repeated 503 with 3 attempts allowed: 3 attempts, attempts used up", async () => {
-    server.setScript({ rules: [{ status: 503 }] });
+    fs.server.setScript({ rules: [{ status: 503 }] });
     const err = await policy({ ...fast, maxAttempts: 3 })
       .execute(attempt)
       .catch((e) => e);
     expect(err.status).toBe(503);
     expect(reasonOf(err)).toBe("attempts-exhausted");
-    expect(server.stats().requests).toBe(3);
+    expect(fs.server.stats().requests).toBe(3);
   });
 
   it("headers delayed 200 ms against a 40 ms deadline: 1 attempt, deadline", async () => {
-    server.setScript({ rules: [{ headersDelayMs: 200 }] });
+    fs.server.setScript({ rules: [{ headersDelayMs: 200 }] });
     const t0 = performance.now();
     const err = await policy({ ...fast, maxAttempts: 3, deadlineMs: 40 })
       .execute(attempt)
@@ -90,25 +83,26 @@ describe("seed 003's seven loopback conditions, through policy().execute and fet
     expect(reasonOf(err)).toBe("deadline");
     expect(took).toBeGreaterThanOrEqual(39);
     expect(took).toBeLessThan(190); // returned at the deadline, not when the headers came
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("the caller does not permit retries: 1 attempt", async () => {
-    server.setScript({ rules: [{ status: 503 }] });
+    fs.server.setScript({ rules: [{ status: 503 }] });
     const err = await policy({ maxAttempts: 1 })
       .execute(attempt)
       .catch((e) => e);
     expect(reasonOf(err)).toBe("attempts-exhausted");
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 });
 
 describe("the official SDK clients, their own retries off", () => {
   const openai = () =>
-    new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "sk-test", maxRetries: 0 });
+    new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test", maxRetries: 0 });
   const anthropic = () =>
-    new Anthropic({ baseURL: server.url, apiKey: "sk-ant-test", maxRetries: 0 });
-  const google = () => new GoogleGenAI({ apiKey: "g-test", httpOptions: { baseUrl: server.url } });
+    new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-test", maxRetries: 0 });
+  const google = () =>
+    new GoogleGenAI({ apiKey: "g-test", httpOptions: { baseUrl: fs.server.url } });
   const messages = [{ role: "user" as const, content: "three little words" }];
 
   it("openai: a well-formed answer and stream, with usage", async () => {
@@ -129,11 +123,11 @@ describe("the official SDK clients, their own retries off", () => {
     }
     expect(text).toBe("The fault server says hello, one word at a time.");
     expect(usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 10 });
-    expect(server.stats().billed).toEqual({ inputTokens: 6, outputTokens: 20 });
+    expect(fs.server.stats().billed).toEqual({ inputTokens: 6, outputTokens: 20 });
   });
 
   it("openai raises its usual classes for 429, 529 and a context-length 400", async () => {
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { requests: [1, 1], status: 429, retryAfter: 2 },
         { requests: [2, 2], status: 529 },
@@ -159,7 +153,7 @@ describe("the official SDK clients, their own retries off", () => {
     });
     const quota = await call();
     expect(quota).toMatchObject({ status: 429, code: "insufficient_quota" });
-    expect(server.stats().requests).toBe(4); // the SDK retried nothing
+    expect(fs.server.stats().requests).toBe(4); // the SDK retried nothing
   });
 
   it("anthropic: a well-formed answer and an event stream with usage", async () => {
@@ -191,7 +185,7 @@ describe("the official SDK clients, their own retries off", () => {
   });
 
   it("anthropic raises its usual classes for 429, 529 and a prompt-too-long 400; an error event mid-stream", async () => {
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { requests: [1, 1], status: 429 },
         { requests: [2, 2], status: 529 },
@@ -241,14 +235,14 @@ describe("the official SDK clients, their own retries off", () => {
     }))
       text += c.text ?? "";
     expect(text).toBe("The fault server says hello, one word at a time.");
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { requests: [1, 1], status: 429, retryAfter: 7 },
         { requests: [2, 2], status: 503 },
         { requests: [3, 3], status: 400, error: "context_length" },
       ],
     });
-    server.resetStats();
+    fs.server.resetStats();
     const call = () =>
       g.models.generateContent({ model: "gemini-test", contents: "hi" }).catch((e) => e);
     const e429 = await call();
@@ -262,20 +256,20 @@ describe("the official SDK clients, their own retries off", () => {
     expect([e503.status, JSON.parse(e503.message).error.status]).toEqual([503, "UNAVAILABLE"]);
     const e400 = await call();
     expect([e400.status, JSON.parse(e400.message).error.status]).toEqual([400, "INVALID_ARGUMENT"]);
-    expect(server.stats().requests).toBe(3);
+    expect(fs.server.stats().requests).toBe(3);
   });
 });
 
 describe("faults on script", () => {
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}${path}`, {
+    fetch(`${fs.server.url}${path}`, {
       method: "POST",
       body: typeof body === "string" ? body : JSON.stringify(body),
       headers,
     });
 
   it("sends Retry-After as seconds, as an HTTP-date and as retry-after-ms, and x-should-retry", async () => {
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { requests: [1, 1], status: 429, retryAfter: 3 },
         { requests: [2, 2], status: 503, retryAfterDate: 10 },
@@ -295,23 +289,23 @@ describe("faults on script", () => {
   });
 
   it("resets the connection before answering", async () => {
-    server.setScript({ rules: [{ reset: true }] });
+    fs.server.setScript({ rules: [{ reset: true }] });
     const err = await post("/v1/messages", {}).catch((e) => e);
     expect(err).toBeInstanceOf(TypeError);
-    expect(server.stats().byRoute.anthropic!.byOutcome).toEqual({ reset: 1 });
+    expect(fs.server.stats().byRoute.anthropic!.byOutcome).toEqual({ reset: 1 });
   });
 
   it("cuts a stream after N chunks", async () => {
-    server.setScript({ rules: [{ stream: { after: 3, action: "cut" } }] });
+    fs.server.setScript({ rules: [{ stream: { after: 3, action: "cut" } }] });
     const res = await post("/v1/chat/completions", { model: "m", stream: true });
     const err = await res.text().catch((e) => e);
     expect(err).toBeInstanceOf(TypeError);
-    expect(server.stats().billed.outputTokens).toBe(3);
+    expect(fs.server.stats().billed.outputTokens).toBe(3);
   });
 
   it("matches by probability deterministically for a seed", async () => {
     const run = async () => {
-      server.setScript({ seed: 42, rules: [{ probability: 0.5, status: 503 }] });
+      fs.server.setScript({ seed: 42, rules: [{ probability: 0.5, status: 503 }] });
       const out: number[] = [];
       for (let i = 0; i < 20; i++) out.push((await post("/v1/chat/completions", {})).status);
       return out;
@@ -324,7 +318,7 @@ describe("faults on script", () => {
   });
 
   it("matches by model, by time window and at most `times`", async () => {
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { model: "bad-model", status: 404 },
         { window: [0, 60_000], times: 1, status: 500 },
@@ -336,7 +330,7 @@ describe("faults on script", () => {
   });
 
   it("rejects overflow beyond its capacity with the chosen status", async () => {
-    server.setScript({
+    fs.server.setScript({
       capacity: { maxConcurrent: 2, status: 529, retryAfter: 1 },
       rules: [{ headersDelayMs: 150 }],
     });
@@ -345,7 +339,7 @@ describe("faults on script", () => {
     );
     expect(statuses.filter((s) => s === 200)).toHaveLength(2);
     expect(statuses.filter((s) => s === 529)).toHaveLength(3);
-    expect(server.stats().maxInFlight).toBe(2);
+    expect(fs.server.stats().maxInFlight).toBe(2);
   });
 
   it("answers malformed JSON with a 400 and bounds request bodies", async () => {
@@ -372,7 +366,7 @@ describe("faults on script", () => {
     expect((await rejected.json()).error.message).toMatch(
       /"rules\[0\].status" must be an integer >= 100; got 99/,
     );
-    const stats = await (await fetch(`${server.url}/__stats`)).json();
+    const stats = await (await fetch(`${fs.server.url}/__stats`)).json();
     expect(stats.requests).toBe(1);
     expect(stats.timeline[0]).toMatchObject({ route: "openai", outcome: "503" });
   });
@@ -401,7 +395,7 @@ describe("faults on script", () => {
 
 describe("the tool endpoint and its idempotency ledger", () => {
   const tool = (body: unknown, key?: string) =>
-    fetch(`${server.url}/tools/charge`, {
+    fetch(`${fs.server.url}/tools/charge`, {
       method: "POST",
       body: JSON.stringify(body),
       headers: key ? { "idempotency-key": key } : {},
@@ -412,7 +406,7 @@ describe("the tool endpoint and its idempotency ledger", () => {
     const b = await (await tool({ cents: 500, order: 1 }, "k1")).json();
     expect(a).toMatchObject({ status: "ok", replayed: false, executionId: 1 });
     expect(b).toMatchObject({ status: "ok", replayed: true, executionId: 1 });
-    expect(server.stats().tools).toMatchObject({
+    expect(fs.server.stats().tools).toMatchObject({
       executed: 1,
       duplicatesPrevented: 1,
       duplicateEffects: 0,
@@ -424,20 +418,24 @@ describe("the tool endpoint and its idempotency ledger", () => {
     expect((await tool({ order: 3 }, "k2")).status).toBe(422);
     await tool({ order: 9 });
     await tool({ order: 9 });
-    expect(server.stats().tools).toMatchObject({ executed: 3, mismatches: 1, duplicateEffects: 1 });
+    expect(fs.server.stats().tools).toMatchObject({
+      executed: 3,
+      mismatches: 1,
+      duplicateEffects: 1,
+    });
   });
 
   it("a repeat while the first is still running is a 409", async () => {
-    server.setScript({ rules: [{ route: "tools", requests: [1, 1], workMs: 150 }] });
+    fs.server.setScript({ rules: [{ route: "tools", requests: [1, 1], workMs: 150 }] });
     const first = tool({ order: 4 }, "k4");
     await new Promise((r) => setTimeout(r, 30));
     expect((await tool({ order: 4 }, "k4")).status).toBe(409);
     expect((await first).status).toBe(200);
-    expect(server.stats().tools).toMatchObject({ executed: 1, conflicts: 1 });
+    expect(fs.server.stats().tools).toMatchObject({ executed: 1, conflicts: 1 });
   });
 
   it("a 503 before any work executes nothing; afterWork executes and still fails", async () => {
-    server.setScript({
+    fs.server.setScript({
       rules: [
         { route: "tools", requests: [1, 1], status: 503 },
         { route: "tools", requests: [2, 2], status: 500, afterWork: true },
@@ -446,8 +444,8 @@ describe("the tool endpoint and its idempotency ledger", () => {
     const a = await tool({ order: 5 });
     expect(a.status).toBe(503);
     expect((await a.json()).error).toMatchObject({ code: "UNAVAILABLE", retryable: true });
-    expect(server.stats().tools.executed).toBe(0);
+    expect(fs.server.stats().tools.executed).toBe(0);
     expect((await tool({ order: 5 })).status).toBe(500);
-    expect(server.stats().tools.executed).toBe(1);
+    expect(fs.server.stats().tools.executed).toBe(1);
   });
 });

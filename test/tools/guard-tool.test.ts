@@ -1,30 +1,22 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RetryBudget } from "../../src/core/budget.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { BreakwaterError } from "../../src/core/errors.ts";
 import { throwIfNotOk } from "../../src/http/http-error.ts";
 import { Run } from "../../src/run/run.ts";
-import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 import { emptyStats } from "../../src/testing/fault-server/stats.ts";
 import { SideEffectLedger } from "../../src/testing/fault-server/tools.ts";
 import { ToolArgumentError, ToolError } from "../../src/tools/envelope.ts";
 import { guardTool, type ToolCallContext } from "../../src/tools/guard-tool.ts";
+import { useFaultServer } from "../fault-fixture.ts";
 
-let server: FaultServer;
-beforeAll(async () => {
-  server = await startFaultServer();
-});
-afterAll(() => server.close());
-beforeEach(() => {
-  server.setScript({});
-  server.resetStats();
-});
+const fs = useFaultServer();
 
 /** A tool that calls the fault server's tool endpoint with its idempotency key. */
 const http =
   (tool: string) =>
   async (args: unknown, ctx: ToolCallContext): Promise<Record<string, unknown>> => {
-    const res = await fetch(`${server.url}/tools/${tool}`, {
+    const res = await fetch(`${fs.server.url}/tools/${tool}`, {
       method: "POST",
       body: JSON.stringify(args),
       headers: { "idempotency-key": ctx.idempotencyKey },
@@ -37,7 +29,7 @@ const fast = { backoff: { baseMs: 10, capMs: 20 } };
 
 describe("guardTool over real loopback HTTP", () => {
   it("a read tool behind a dependency that answers 503 twice then 200: 3 requests, success", async () => {
-    server.setScript({ rules: [{ route: "tools", requests: [1, 2], status: 503 }] });
+    fs.server.setScript({ rules: [{ route: "tools", requests: [1, 2], status: 503 }] });
     const lookup = guardTool(http("lookup"), {
       name: "lookup",
       effect: "read",
@@ -45,14 +37,14 @@ describe("guardTool over real loopback HTTP", () => {
     });
     const r = await lookup({ order: 1 });
     expect(r).toMatchObject({ status: "ok", replayed: false });
-    expect(server.stats().byRoute.tools).toEqual({
+    expect(fs.server.stats().byRoute.tools).toEqual({
       requests: 3,
       byOutcome: { "503": 2, "200": 1 },
     });
   });
 
   it("an idempotent write whose first attempt timed out after the server executed it: same key, executed once, replayed", async () => {
-    server.setScript({ rules: [{ route: "tools", requests: [1, 1], headersDelayMs: 400 }] });
+    fs.server.setScript({ rules: [{ route: "tools", requests: [1, 1], headersDelayMs: 400 }] });
     const keys: string[] = [];
     const charge = guardTool(
       async (args: unknown, ctx: ToolCallContext) => {
@@ -70,7 +62,7 @@ describe("guardTool over real loopback HTTP", () => {
     expect(r).toMatchObject({ status: "ok", replayed: true, executionId: 1 });
     expect(new Set(keys).size).toBe(1);
     expect(keys).toHaveLength(2);
-    expect(server.stats().tools).toMatchObject({
+    expect(fs.server.stats().tools).toMatchObject({
       executed: 1,
       duplicatesPrevented: 1,
       duplicateEffects: 0,
@@ -78,7 +70,7 @@ describe("guardTool over real loopback HTTP", () => {
   });
 
   it("an unsafe write that times out: exactly one request, outcome_unknown, not retried", async () => {
-    server.setScript({ rules: [{ route: "tools", headersDelayMs: 400 }] });
+    fs.server.setScript({ rules: [{ route: "tools", headersDelayMs: 400 }] });
     const send = guardTool(http("send_email"), {
       name: "send_email",
       effect: "unsafe",
@@ -90,23 +82,23 @@ describe("guardTool over real loopback HTTP", () => {
       status: "error",
       error: { code: "OUTCOME_UNKNOWN", action: "check_state", retryable: false },
     });
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("an unsafe write is retried after a 503 answered before any work", async () => {
-    server.setScript({ rules: [{ route: "tools", requests: [1, 1], status: 503 }] });
+    fs.server.setScript({ rules: [{ route: "tools", requests: [1, 1], status: 503 }] });
     const send = guardTool(http("send_email"), {
       name: "send_email",
       effect: "unsafe",
       policy: { ...fast, maxAttempts: 3 },
     });
     expect(await send({ to: "b@example.com" })).toMatchObject({ status: "ok" });
-    expect(server.stats().tools.executed).toBe(1);
-    expect(server.stats().requests).toBe(2);
+    expect(fs.server.stats().tools.executed).toBe(1);
+    expect(fs.server.stats().requests).toBe(2);
   });
 
   it("an unsafe write is not retried after a reset connection", async () => {
-    server.setScript({ rules: [{ route: "tools", reset: true }] });
+    fs.server.setScript({ rules: [{ route: "tools", reset: true }] });
     const send = guardTool(http("send_email"), {
       name: "send_email",
       effect: "unsafe",
@@ -115,11 +107,11 @@ describe("guardTool over real loopback HTTP", () => {
     expect(await send({ to: "c@example.com" })).toMatchObject({
       error: { code: "OUTCOME_UNKNOWN" },
     });
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
   });
 
   it("bad arguments produce fix_arguments without any retry", async () => {
-    server.setScript({ rules: [{ route: "tools", status: 400 }] });
+    fs.server.setScript({ rules: [{ route: "tools", status: 400 }] });
     const charge = guardTool(http("charge"), {
       name: "charge",
       effect: "idempotent",
@@ -128,7 +120,7 @@ describe("guardTool over real loopback HTTP", () => {
     expect(await charge({ cents: -5 })).toMatchObject({
       error: { code: "INVALID_ARGUMENT", action: "fix_arguments" },
     });
-    expect(server.stats().requests).toBe(1);
+    expect(fs.server.stats().requests).toBe(1);
     let calls = 0;
     const validated = guardTool(
       () => {

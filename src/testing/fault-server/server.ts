@@ -431,6 +431,18 @@ class FaultServerImpl {
     res.end();
   }
 
+  #toolRefusal(
+    res: ServerResponse,
+    arrival: Arrival,
+    status: number,
+    code: string,
+    message: string,
+    retryable: boolean,
+  ) {
+    settle(this.#stats, arrival, String(status));
+    this.#send(res, status, { status: "error", error: { code, message, retryable } });
+  }
+
   async #tool(
     r: Request,
     res: ServerResponse,
@@ -445,26 +457,24 @@ class FaultServerImpl {
     }
     const verdict = this.#ledger.check(r.key, tool, r.body);
     if (verdict.kind === "mismatch") {
-      settle(this.#stats, arrival, "422");
-      return this.#send(res, 422, {
-        status: "error",
-        error: {
-          code: "IDEMPOTENCY_MISMATCH",
-          message: "this Idempotency-Key was used with a different body",
-          retryable: false,
-        },
-      });
+      return this.#toolRefusal(
+        res,
+        arrival,
+        422,
+        "IDEMPOTENCY_MISMATCH",
+        "this Idempotency-Key was used with a different body",
+        false,
+      );
     }
     if (verdict.kind === "conflict") {
-      settle(this.#stats, arrival, "409");
-      return this.#send(res, 409, {
-        status: "error",
-        error: {
-          code: "IN_PROGRESS",
-          message: "a request with this Idempotency-Key is still running",
-          retryable: true,
-        },
-      });
+      return this.#toolRefusal(
+        res,
+        arrival,
+        409,
+        "IN_PROGRESS",
+        "a request with this Idempotency-Key is still running",
+        true,
+      );
     }
     if (verdict.kind === "replay") {
       settle(this.#stats, arrival, "200");
