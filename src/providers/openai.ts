@@ -42,9 +42,10 @@ export function responsesUsage(event: unknown): Partial<Usage> | undefined {
     : undefined;
 }
 
+/** Content: any `*.delta` event (text, a function call's arguments, a refusal). */
 export function isResponsesContent(event: unknown): boolean {
   const t = (event as Obj | null)?.type;
-  return typeof t === "string" && (t.endsWith(".delta") || t === "response.output_item.added");
+  return typeof t === "string" && t.endsWith(".delta");
 }
 
 /** An `error` or `response.failed` event inside a 200 stream, as an error to classify. */

@@ -152,3 +152,49 @@ describe("breakwater/openai against the fault server", () => {
     expect(String(err.message)).not.toContain("abcdefghijklmnopqrstu");
   });
 });
+
+describe("breakwater/openai: the Responses API", () => {
+  type Event = { type: string; delta?: string };
+  const deltas = (events: Event[]) =>
+    events.map((e) => (e.type === "response.output_text.delta" ? e.delta : "")).join("");
+
+  it("responses.create: retried after a 503; output_text and usage as the server billed", async () => {
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    const { ai, ledgers } = client();
+    const r = await ai.responses.create({ model: "gpt-test", input: "three little words" });
+    expect(r.output_text).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+    expect(ledgers[0]!.usage).toEqual({ inputTokens: 3, outputTokens: 10 });
+    expect(fs.server.stats().billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+  });
+
+  it("streaming: an error event before the first delta is retried; after it, interrupted", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 0, action: "error", error: "server_error" } },
+        { requests: [3, 3], stream: { after: 2, action: "error", error: "server_error" } },
+      ],
+    });
+    const { ai } = client();
+    const ok = await drain(
+      (await ai.responses.create({
+        model: "gpt-test",
+        input: "hi",
+        stream: true,
+      })) as AsyncIterable<Event>,
+    );
+    expect(ok.error).toBeUndefined();
+    expect(deltas(ok.chunks)).toBe(TEXT);
+    const broken = await drain(
+      (await ai.responses.create({
+        model: "gpt-test",
+        input: "hi",
+        stream: true,
+      })) as AsyncIterable<Event>,
+    );
+    expect(deltas(broken.chunks)).toBe("The fault ");
+    expect((broken.error as BreakwaterError).reason).toBe("stream-interrupted");
+    expect((broken.error as BreakwaterError).failure?.kind).toBe("server_error");
+    expect(fs.requests()).toBe(3);
+  });
+});

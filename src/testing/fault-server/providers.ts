@@ -122,6 +122,111 @@ function chunk(model: string, delta: object, finish: string | null) {
   };
 }
 
+let sequence = 0;
+const responseObject = (
+  model: string,
+  status: string,
+  text: string,
+  input: number,
+  output: number,
+  usage: boolean,
+) => ({
+  id: "resp_fault",
+  object: "response",
+  created_at: Math.floor(Date.now() / 1000),
+  status,
+  model,
+  output:
+    status === "completed"
+      ? [
+          {
+            type: "message",
+            id: "msg_fault",
+            status: "completed",
+            role: "assistant",
+            content: [{ type: "output_text", text, annotations: [] }],
+          },
+        ]
+      : [],
+  usage: usage
+    ? { input_tokens: input, output_tokens: output, total_tokens: input + output }
+    : null,
+});
+
+/** OpenAI Responses API: `response.*` events, usage in `response.completed`, `error` events. */
+export const openaiResponses: Dialect = {
+  error: openai.error,
+  json(model, text, input, output) {
+    return responseObject(model, "completed", text, input, output, true);
+  },
+  start(model) {
+    sequence = 0;
+    return [
+      sse(
+        {
+          type: "response.created",
+          sequence_number: sequence++,
+          response: responseObject(model, "in_progress", "", 0, 0, false),
+        },
+        "response.created",
+      ),
+      sse(
+        {
+          type: "response.output_item.added",
+          sequence_number: sequence++,
+          output_index: 0,
+          item: {
+            type: "message",
+            id: "msg_fault",
+            status: "in_progress",
+            role: "assistant",
+            content: [],
+          },
+        },
+        "response.output_item.added",
+      ),
+    ];
+  },
+  delta(_model, text) {
+    return sse(
+      {
+        type: "response.output_text.delta",
+        sequence_number: sequence++,
+        item_id: "msg_fault",
+        output_index: 0,
+        content_index: 0,
+        delta: text,
+      },
+      "response.output_text.delta",
+    );
+  },
+  end(model, input, output) {
+    return [
+      sse(
+        {
+          type: "response.completed",
+          sequence_number: sequence++,
+          response: responseObject(model, "completed", "", input, output, true),
+        },
+        "response.completed",
+      ),
+    ];
+  },
+  inBand(name, message) {
+    const [, code] = OPENAI_CODES[name];
+    return sse(
+      {
+        type: "error",
+        sequence_number: sequence++,
+        code: code ?? "server_error",
+        message,
+        param: null,
+      },
+      "error",
+    );
+  },
+};
+
 const ANTHROPIC_TYPES: Record<ErrorName, string> = {
   context_length: "invalid_request_error",
   insufficient_quota: "billing_error",

@@ -4,7 +4,13 @@ import { systemClock } from "../../core/clock.ts";
 import { mulberry32 } from "../../core/random.ts";
 import { validator } from "../../core/validate.ts";
 import { countTokens } from "../fake-model.ts";
-import { DEFAULT_MESSAGES, DIALECTS, type Dialect, defaultErrorName } from "./providers.ts";
+import {
+  DEFAULT_MESSAGES,
+  DIALECTS,
+  type Dialect,
+  defaultErrorName,
+  openaiResponses,
+} from "./providers.ts";
 import { type FaultRule, type FaultScript, parseScript, type Route } from "./script.ts";
 import { type Arrival, emptyStats, type FaultStats, settle } from "./stats.ts";
 import { SideEffectLedger } from "./tools.ts";
@@ -40,6 +46,8 @@ type Parsed = ReturnType<typeof parseScript>;
 
 interface Request {
   route: Route;
+  /** The wire format: the route's, or OpenAI's Responses API on the openai route. */
+  dialect: Dialect | undefined;
   model: string;
   tool?: string;
   stream: boolean;
@@ -80,6 +88,9 @@ function inputText(route: Route, body: Record<string, unknown>): string {
   } else {
     walk(body.messages, false);
     walk(body.system, true);
+    // The Responses API: `input` (a string or messages) and `instructions`.
+    walk(body.input, typeof body.input === "string");
+    walk(body.instructions, true);
   }
   return parts.join(" ");
 }
@@ -156,8 +167,12 @@ class FaultServerImpl {
     let geminiStream = false;
     const gm = GEMINI_PATH.exec(path);
     const tm = TOOL_PATH.exec(path);
+    let responsesApi = false;
     if (path === "/v1/chat/completions") route = "openai";
-    else if (path === "/v1/messages") route = "anthropic";
+    else if (path === "/v1/responses") {
+      route = "openai";
+      responsesApi = true;
+    } else if (path === "/v1/messages") route = "anthropic";
     else if (gm) {
       route = "gemini";
       model = decodeURIComponent(gm[1]!);
@@ -198,6 +213,7 @@ class FaultServerImpl {
     const key = req.headers["idempotency-key"];
     const request: Request = {
       route,
+      dialect: route === "tools" ? undefined : responsesApi ? openaiResponses : DIALECTS[route],
       model,
       ...(tool !== undefined && { tool }),
       stream: route === "gemini" ? geminiStream : b.stream === true,
@@ -349,7 +365,7 @@ class FaultServerImpl {
             status: "error",
             error: { code: toolCode(status), message, retryable: status === 429 || status >= 500 },
           }
-        : DIALECTS[r.route].error(status, name, message, rule.retryAfter);
+        : r.dialect!.error(status, name, message, rule.retryAfter);
     settle(this.#stats, arrival, String(status));
     this.#send(res, status, body, this.#errorHeaders(rule));
   }
@@ -366,7 +382,7 @@ class FaultServerImpl {
     rule: FaultRule,
     signal: AbortSignal,
   ) {
-    const dialect = DIALECTS[r.route as keyof typeof DIALECTS];
+    const dialect = r.dialect!;
     const text = rule.text ?? this.#script.text;
     const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
     const output = countTokens(text);
@@ -393,7 +409,7 @@ class FaultServerImpl {
     rule: FaultRule,
     signal: AbortSignal,
   ) {
-    const dialect: Dialect = DIALECTS[r.route as keyof typeof DIALECTS];
+    const dialect = r.dialect!;
     const model = r.model || "fault-model";
     const words = (rule.text ?? this.#script.text).match(/\S+\s*/g) ?? [];
     const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
