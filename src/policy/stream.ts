@@ -60,6 +60,7 @@ const STREAM_KEYS = [
   "firstTokenTimeoutMs",
   "idleTimeoutMs",
   "totalTimeoutMs",
+  "retryIf",
 ];
 const noop = () => {};
 
