@@ -41,5 +41,6 @@ export {
   audit,
   type LayerSpec,
 } from "./providers/audit.ts";
+export { type Journal, MemoryJournal, type StepRecord } from "./run/journal.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
 export * from "./tools/index.ts";

@@ -1,8 +1,10 @@
 import { type Clock, systemClock } from "../core/clock.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Ledger } from "../core/ledger.ts";
+import { redact } from "../core/redact.ts";
 import { addUsage, totalTokens, type Usage, ZERO_USAGE } from "../core/usage.ts";
 import { validator } from "../core/validate.ts";
+import type { Journal } from "./journal.ts";
 
 export interface RunOptions {
   /** Identifies the run in idempotency keys and journals. Default: a random UUID. */
@@ -22,6 +24,9 @@ export interface RunOptions {
    * to finish cleanly. Default 0.8. */
   callShare?: number;
   clock?: Clock;
+  /** Records finished steps (see `step`), so a run started again with the same `id`
+   * resumes at the step that failed. */
+  journal?: Journal;
 }
 
 export interface RunStats {
@@ -31,6 +36,8 @@ export interface RunStats {
   /** The model calling a tool again after it was told not to (the fourth retry layer). */
   modelRecalls: number;
   toolFailures: number;
+  /** Steps answered from the journal instead of run again. */
+  stepsReplayed: number;
 }
 
 /**
@@ -55,7 +62,9 @@ export class Run {
     retries: 0,
     modelRecalls: 0,
     toolFailures: 0,
+    stepsReplayed: 0,
   };
+  readonly journal: Journal | undefined;
   /** Tool failures the model was told about, by tool and arguments (the re-call guard). */
   readonly #toolFailures = new Map<string, { answer: unknown; until: number }>();
 
@@ -70,6 +79,7 @@ export class Run {
       "maxToolFailures",
       "callShare",
       "clock",
+      "journal",
     ]);
     if (options.id !== undefined && (typeof options.id !== "string" || options.id === "")) {
       v.fail("id", options.id, "a non-empty string");
@@ -97,6 +107,15 @@ export class Run {
       true,
     );
     this.callShare = v.num("callShare", options.callShare ?? 0.8, 0.01, 1);
+    const j = options.journal;
+    if (j !== undefined && (typeof j?.get !== "function" || typeof j?.put !== "function")) {
+      v.fail(
+        "journal",
+        j,
+        "a Journal (get, put, steps), e.g. new MemoryJournal() or new SqliteJournal(file)",
+      );
+    }
+    this.journal = j;
   }
 
   remainingMs(now = this.clock.now()): number {
@@ -138,6 +157,53 @@ export class Run {
     const base =
       this.maxTokens === Number.POSITIVE_INFINITY ? totalTokens(this.billed) : this.maxTokens;
     return base > 0 && wasted / base > this.maxRetryShare ? "run-retry-share" : undefined;
+  }
+
+  /**
+   * Runs one step of the run once: with a journal, a step that already succeeded under
+   * this run id returns its recorded result without running again, so a run restarted
+   * after a failure resumes at the failed step. The result must be JSON.
+   */
+  async step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    if (typeof name !== "string" || name === "")
+      throw new TypeError(`Run.step: "name" must be a non-empty string; got ${String(name)}`);
+    const journal = this.journal;
+    if (journal === undefined) return fn();
+    const prior = await journal.get(this.id, name);
+    if (prior?.status === "ok") {
+      this.stats.stepsReplayed++;
+      return prior.value as T;
+    }
+    let value: T;
+    try {
+      value = await fn();
+    } catch (error) {
+      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      await journal.put({
+        runId: this.id,
+        step: name,
+        status: "failed",
+        error: redact(message).slice(0, 2000),
+        at: this.clock.now(),
+      });
+      throw error;
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(value);
+    } catch (error) {
+      throw new TypeError(
+        `Run.step "${name}": its result must be JSON to be journaled (${(error as Error).message})`,
+      );
+    }
+    await journal.put({
+      runId: this.id,
+      step: name,
+      status: "ok",
+      value: json === undefined ? null : JSON.parse(json),
+      at: this.clock.now(),
+    });
+    return value;
   }
 
   /** @internal the guard records what a tool call that failed told the model. */
