@@ -27,11 +27,14 @@ function sleepWith(clock: Clock, ms: number, signal?: AbortSignal): Promise<void
   });
 }
 
+// Read once: the getter costs ~10 ns on every call, and every policy call reads the clock.
+const ORIGIN = performance.timeOrigin;
+
 /** Real time. Timers are unref'd so a pending retry never keeps a CLI alive on its own. */
 export const systemClock: Clock = {
   // Wall time with sub-millisecond precision (Date.now() truncates to whole ms, which
   // alone costs up to 1 ms of deadline precision).
-  now: () => performance.timeOrigin + performance.now(),
+  now: () => ORIGIN + performance.now(),
   sleep(ms, signal) {
     return sleepWith(systemClock, ms, signal);
   },
