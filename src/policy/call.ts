@@ -83,6 +83,8 @@ export class Call {
    * cost ~50 ns on these machines and dominate the success path). */
   #startNow: number | undefined;
   #partial: PartialResult | undefined;
+  #lastError: unknown;
+  #lastFailure: Failure | undefined;
 
   constructor(o: ResolvedOptions, options?: CallOptions) {
     this.#o = o;
@@ -117,10 +119,13 @@ export class Call {
     const now = this.#startNow ?? o.clock.now();
     this.#startNow = undefined;
     if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
+    // Refusing a later attempt keeps the provider's last error as the cause (rule 8).
+    const last = this.#lastError;
+    const lastFailure = this.#lastFailure;
     const refused = this.#run?.refuseAttempt(now);
-    if (refused) this.#giveUp(refused, undefined, undefined);
-    if (now >= this.deadline) this.#giveUp(this.deadlineReason, undefined, undefined);
-    if (o.breaker && !o.breaker.tryAcquire()) this.#giveUp("circuit-open", undefined, undefined);
+    if (refused) this.#giveUp(refused, last, lastFailure);
+    if (now >= this.deadline) this.#giveUp(this.deadlineReason, last, lastFailure);
+    if (o.breaker && !o.breaker.tryAcquire()) this.#giveUp("circuit-open", last, lastFailure);
     this.#attempt++;
     this.#run?.addAttempt(this.#attempt > 1);
     this.#attemptStart = now;
@@ -173,6 +178,8 @@ export class Call {
     const o = this.#o;
     const scope = this.#scope;
     const f = more.failure ?? this.classify(error);
+    this.#lastError = error;
+    this.#lastFailure = f;
     scope?.end();
     this.#record("failed", f, fullUsage(more.usage));
     if (UPSTREAM_KINDS.has(f.kind)) o.breaker?.onFailure();

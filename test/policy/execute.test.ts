@@ -420,3 +420,32 @@ describe("policy.execute", () => {
     );
   });
 });
+
+describe("giving up before a later attempt", () => {
+  it("keeps the provider's last error as the cause when the breaker opened during the wait", async () => {
+    const clock = new VirtualClock();
+    const breaker = new CircuitBreaker({ consecutiveFailures: 100, clock });
+    const err = httpError(503);
+    const p = policy({
+      clock,
+      breaker,
+      backoff: { baseMs: 1_000, capMs: 1_000, jitter: "none" },
+      // other callers' failures open the shared breaker while this call waits
+      onRetry: () =>
+        void clock.schedule(500, () => {
+          for (let i = 0; i < 100; i++) breaker.onFailure();
+        }),
+    });
+    let attempts = 0;
+    const promise = p.execute(async () => {
+      attempts++;
+      throw err;
+    });
+    const thrown = (await driveError(clock, promise)) as BreakwaterError;
+    expect(thrown.reason).toBe("circuit-open");
+    expect(thrown.cause).toBe(err);
+    expect(thrown.failure?.kind).toBe("overloaded");
+    expect(attempts).toBe(1);
+    expect(clock.now()).toBe(1_000); // it waited, then the open breaker refused attempt 2
+  });
+});
