@@ -7,6 +7,7 @@ import {
 } from "../core/errors.ts";
 import { type Failure, UPSTREAM_KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
+import { scrubError } from "../core/redact.ts";
 import type { Usage } from "../core/usage.ts";
 import type { Run } from "../run/run.ts";
 import { AttemptScope } from "./attempt-scope.ts";
@@ -280,6 +281,7 @@ export class Call {
     } else {
       tagError(error, reason, ledger, failure);
     }
+    scrubError(thrown); // secrets never leave (DESIGN rule 10): this is where errors leave
     this.#o.onGiveUp?.({ reason, error: thrown, failure, ledger });
     throw thrown;
   }

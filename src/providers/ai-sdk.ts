@@ -2,7 +2,7 @@ import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-s
 import type { Usage } from "../core/usage.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import type { Policy } from "../policy/policy.ts";
-import { asPolicy, rethrowScrubbed, scrub, scrubStream } from "./shared.ts";
+import { asPolicy } from "./shared.ts";
 
 export interface AiSdkMiddlewareOptions {
   policy?: Policy | PolicyOptions;
@@ -71,31 +71,27 @@ export function breakwaterMiddleware(
   return {
     specificationVersion: "v4",
     wrapGenerate: ({ params, model }) =>
-      p
-        .execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
-          ...(params.abortSignal && { signal: params.abortSignal }),
-          usage: aiSdkUsage,
-        })
-        .catch(rethrowScrubbed),
+      p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
+        ...(params.abortSignal && { signal: params.abortSignal }),
+        usage: aiSdkUsage,
+      }),
     wrapStream: async ({ params, model }) => {
       let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
-      const guarded = scrubStream(
-        p.stream<LanguageModelV4StreamPart>(
-          async (ctx) => {
-            const { stream, ...rest } = await model.doStream({
-              ...params,
-              abortSignal: ctx.signal,
-            });
-            meta = rest;
-            return iterate(stream);
-          },
-          {
-            ...(params.abortSignal && { signal: params.abortSignal }),
-            inspect: aiSdkInBand,
-            isContent: isAiSdkContent,
-            usage: aiSdkUsage,
-          },
-        ),
+      const guarded = p.stream<LanguageModelV4StreamPart>(
+        async (ctx) => {
+          const { stream, ...rest } = await model.doStream({
+            ...params,
+            abortSignal: ctx.signal,
+          });
+          meta = rest;
+          return iterate(stream);
+        },
+        {
+          ...(params.abortSignal && { signal: params.abortSignal }),
+          inspect: aiSdkInBand,
+          isContent: isAiSdkContent,
+          usage: aiSdkUsage,
+        },
       );
       // Retries happen before this resolves: parts reach the SDK only once content flows.
       const first = await guarded.next();
@@ -108,7 +104,7 @@ export function breakwaterMiddleware(
             if (r.done) controller.close();
             else controller.enqueue(r.value);
           } catch (error) {
-            controller.enqueue({ type: "error", error: scrub(error) });
+            controller.enqueue({ type: "error", error });
             controller.close();
           }
         },

@@ -2,7 +2,7 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../core/usage.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import type { Policy } from "../policy/policy.ts";
-import { asPolicy, overlay, rethrowScrubbed, scrubStream } from "./shared.ts";
+import { asPolicy, overlay } from "./shared.ts";
 
 export interface AnthropicAdapterOptions {
   policy?: Policy | PolicyOptions;
@@ -42,20 +42,16 @@ export function withBreakwater<C extends Anthropic>(
   const routed = (params: Obj, req: Obj = {}) => {
     const signal = req.signal as AbortSignal | undefined;
     if (params.stream) {
-      return scrubStream(
-        p.stream((ctx) => create(params, { ...req, signal: ctx.signal }), {
-          ...(signal && { signal }),
-          usage: anthropicUsage,
-          isContent: isAnthropicContent,
-        }),
-      );
-    }
-    return p
-      .execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
+      return p.stream((ctx) => create(params, { ...req, signal: ctx.signal }), {
         ...(signal && { signal }),
         usage: anthropicUsage,
-      })
-      .catch(rethrowScrubbed);
+        isContent: isAnthropicContent,
+      });
+    }
+    return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
+      ...(signal && { signal }),
+      usage: anthropicUsage,
+    });
   };
   const messages = overlay(raw.messages, { create: routed });
   return overlay(raw, { messages });

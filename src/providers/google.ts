@@ -2,7 +2,7 @@ import type { GoogleGenAI } from "@google/genai";
 import type { Usage } from "../core/usage.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import type { Policy } from "../policy/policy.ts";
-import { asPolicy, overlay, rethrowScrubbed, scrubStream } from "./shared.ts";
+import { asPolicy, overlay } from "./shared.ts";
 
 export interface GoogleAdapterOptions {
   policy?: Policy | PolicyOptions;
@@ -92,23 +92,19 @@ export function withBreakwater<C extends GoogleGenAI>(
   const wrappedModels = overlay(models, {
     generateContent: (params: Obj) => {
       const signal = params.config?.abortSignal as AbortSignal | undefined;
-      return p
-        .execute((ctx) => enriched(generate(oneAttempt(params, ctx.signal))), {
-          ...(signal && { signal }),
-          usage: googleUsage,
-        })
-        .catch(rethrowScrubbed);
+      return p.execute((ctx) => enriched(generate(oneAttempt(params, ctx.signal))), {
+        ...(signal && { signal }),
+        usage: googleUsage,
+      });
     },
     generateContentStream: async (params: Obj) => {
       const signal = params.config?.abortSignal as AbortSignal | undefined;
-      return scrubStream(
-        p.stream(
-          async (ctx) => {
-            const source = await enriched(generateStream(oneAttempt(params, ctx.signal)));
-            return enrichingIterable(source);
-          },
-          { ...(signal && { signal }), usage: googleUsage, isContent: isGoogleContent },
-        ),
+      return p.stream(
+        async (ctx) => {
+          const source = await enriched(generateStream(oneAttempt(params, ctx.signal)));
+          return enrichingIterable(source);
+        },
+        { ...(signal && { signal }), usage: googleUsage, isContent: isGoogleContent },
       );
     },
   });

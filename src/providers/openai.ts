@@ -3,7 +3,7 @@ import type { Usage } from "../core/usage.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import type { Policy } from "../policy/policy.ts";
 import type { GuardedStream } from "../policy/stream.ts";
-import { asPolicy, overlay, rethrowScrubbed, scrubStream } from "./shared.ts";
+import { asPolicy, overlay } from "./shared.ts";
 
 export interface OpenAIAdapterOptions {
   /** The policy that owns retry (or its options). Default: policy() defaults. */
@@ -85,21 +85,17 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
           kind === "chat" && includeUsage && !params.stream_options
             ? { ...params, stream_options: { include_usage: true } }
             : params;
-        return scrubStream(
-          p.stream((ctx) => create(body, { ...req, signal: ctx.signal }), {
-            ...(signal && { signal }),
-            ...(kind === "chat"
-              ? { usage: openaiUsage, isContent: isChatContent }
-              : { usage: responsesUsage, isContent: isResponsesContent, inspect: responsesInBand }),
-          }),
-        );
-      }
-      return p
-        .execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
+        return p.stream((ctx) => create(body, { ...req, signal: ctx.signal }), {
           ...(signal && { signal }),
-          usage: openaiUsage,
-        })
-        .catch(rethrowScrubbed);
+          ...(kind === "chat"
+            ? { usage: openaiUsage, isContent: isChatContent }
+            : { usage: responsesUsage, isContent: isResponsesContent, inspect: responsesInBand }),
+        });
+      }
+      return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
+        ...(signal && { signal }),
+        usage: openaiUsage,
+      });
     };
 
   const completions = overlay(raw.chat.completions, {
