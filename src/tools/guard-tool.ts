@@ -23,7 +23,8 @@ export interface ToolCallContext {
   readonly toolCallId?: string;
 }
 
-/** The second argument of the guarded function: the AI SDK's execute options fit. */
+/** The second argument of the guarded function. The AI SDK's execute options fit (their
+ * other fields are passed through to the tool's context). */
 export interface GuardedCallOptions {
   signal?: AbortSignal;
   /** The AI SDK's name for the signal. */
@@ -32,7 +33,6 @@ export interface GuardedCallOptions {
   toolCallId?: string;
   run?: Run;
   runId?: string;
-  [extra: string]: unknown;
 }
 
 /** How a returned value reads: a success, or an error reported as a value. */

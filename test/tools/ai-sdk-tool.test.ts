@@ -38,7 +38,10 @@ describe("guardTool as the execute of an AI SDK tool()", () => {
       description: "Looks an order up",
       inputSchema: z.object({ id: z.number() }),
       execute: guardTool(
-        async (_args: { id: number }, ctx: ToolCallContext) => {
+        async (
+          _args: { id: number },
+          ctx: ToolCallContext,
+        ): Promise<{ id: number; status: string }> => {
           seen.push(ctx);
           dependencyCalls++;
           throw Object.assign(new Error("no such order"), { status: 404 });
