@@ -10,7 +10,7 @@ const benches: Record<string, () => Promise<void>> = {
   deadline: benchDeadline,
   storm: benchStorm,
 };
-if (only !== undefined && !(only in benches)) {
+if (only !== undefined && !Object.hasOwn(benches, only)) {
   console.error(
     `unknown benchmark ${JSON.stringify(only)}; one of ${Object.keys(benches).join(", ")}`,
   );

@@ -3,13 +3,17 @@ import { RETRYABLE_KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
 import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
 
+/** A lookup table that cannot be fooled by "toString" or "constructor" (it is a Map). */
+const table = (entries: Record<string, FailureKind>): ReadonlyMap<string, FailureKind> =>
+  new Map(Object.entries(entries));
+
 /**
  * Provider error codes we recognise (OpenAI `code`/`type`, Anthropic `error.type`, Gemini
  * `error.status`, AI SDK `data.error`). A recognised code wins over the HTTP status: a
  * quota 429 is not a rate limit. An unrecognised code falls through to the status, so a
  * code invented tomorrow cannot silently switch retry off.
  */
-const PROVIDER_CODES: Readonly<Record<string, FailureKind>> = {
+const PROVIDER_CODES: ReadonlyMap<string, FailureKind> = table({
   insufficient_quota: "quota_exhausted",
   billing_error: "quota_exhausted",
   billing_hard_limit_reached: "quota_exhausted",
@@ -43,10 +47,10 @@ const PROVIDER_CODES: Readonly<Record<string, FailureKind>> = {
   timeout_error: "timeout",
   content_filter: "content_filtered",
   content_policy_violation: "content_filtered",
-};
+});
 
 /** Node/undici network codes. Timeouts are retryable timeouts; the rest are transport. */
-const NETWORK_CODES: Readonly<Record<string, FailureKind>> = {
+const NETWORK_CODES: ReadonlyMap<string, FailureKind> = table({
   ECONNRESET: "transport",
   ECONNREFUSED: "transport",
   ECONNABORTED: "transport",
@@ -62,7 +66,7 @@ const NETWORK_CODES: Readonly<Record<string, FailureKind>> = {
   UND_ERR_CONNECT_TIMEOUT: "timeout",
   UND_ERR_HEADERS_TIMEOUT: "timeout",
   UND_ERR_BODY_TIMEOUT: "timeout",
-};
+});
 
 /** SDK error classes with no status that mean the connection failed. */
 const TRANSPORT_NAMES = new Set(["APIConnectionError", "FetchError"]);
@@ -177,7 +181,7 @@ export function classify(error: unknown, nowMs: number = Date.now()): Failure {
 
   for (const e of chain) {
     const code = str(e.code) ?? str(e.errno);
-    const kind = code === undefined ? undefined : NETWORK_CODES[code];
+    const kind = code === undefined ? undefined : NETWORK_CODES.get(code);
     if (kind !== undefined) return make(kind, { code });
   }
   if (chain.some((e) => TRANSPORT_NAMES.has(String(e.name)) && statusOf(e) === undefined)) {
@@ -193,7 +197,7 @@ export function classify(error: unknown, nowMs: number = Date.now()): Failure {
     let kind: FailureKind | undefined;
     let code: string | undefined;
     for (const c of codes) {
-      kind = PROVIDER_CODES[c.toLowerCase()];
+      kind = PROVIDER_CODES.get(c.toLowerCase());
       if (kind !== undefined) {
         code = c;
         break;

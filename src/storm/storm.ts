@@ -30,7 +30,7 @@ export async function runStorm(options: StormOptions = {}): Promise<StormReport>
     throw new TypeError(`storm: option "seed" must be an integer >= 0; got ${seed}`);
   const names = options.scenarios ?? Object.keys(SCENARIOS);
   for (const n of names) {
-    if (!(n in SCENARIOS))
+    if (!Object.hasOwn(SCENARIOS, n))
       throw new TypeError(
         `storm: unknown scenario ${JSON.stringify(n)}; one of ${Object.keys(SCENARIOS).join(", ")}`,
       );

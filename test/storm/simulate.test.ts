@@ -91,6 +91,9 @@ describe("the storm", () => {
     await expect(runStorm({ scenarios: ["tsunami"] })).rejects.toThrow(
       /unknown scenario "tsunami"; one of outage-503/,
     );
+    await expect(runStorm({ scenarios: ["toString"] })).rejects.toThrow(
+      /unknown scenario "toString"/,
+    );
     await expect(runStorm({ seed: -1 })).rejects.toThrow(/"seed" must be an integer >= 0; got -1/);
   });
 
