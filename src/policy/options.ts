@@ -181,7 +181,8 @@ export function resolveOptions(options: PolicyOptions): ResolvedOptions {
     random: (o.random === undefined ? Math.random : v.fn("random", o.random)) as () => number,
     classify: fnOrUndef<ResolvedOptions["classify"]>("classify", o.classify),
     model,
-    price: model === undefined ? undefined : (prices[model] as Price | undefined),
+    price:
+      model === undefined || !Object.hasOwn(prices, model) ? undefined : (prices[model] as Price),
     usage: fnOrUndef<ResolvedOptions["usage"]>("usage", o.usage),
     onRetry: fnOrUndef<ResolvedOptions["onRetry"]>("onRetry", o.onRetry),
     onGiveUp: fnOrUndef<ResolvedOptions["onGiveUp"]>("onGiveUp", o.onGiveUp),
