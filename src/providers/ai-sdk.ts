@@ -1,12 +1,8 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import type { Usage } from "../core/usage.ts";
-import type { PolicyOptions } from "../policy/options.ts";
-import type { Policy } from "../policy/policy.ts";
-import { asPolicy } from "./shared.ts";
+import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
-export interface AiSdkMiddlewareOptions {
-  policy?: Policy | PolicyOptions;
-}
+export type AiSdkMiddlewareOptions = AdapterOptions;
 
 type Obj = Record<string, any>;
 
@@ -73,6 +69,7 @@ export function breakwaterMiddleware(
     wrapGenerate: ({ params, model }) =>
       p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
         ...(params.abortSignal && { signal: params.abortSignal }),
+        ...runFor(options),
         usage: aiSdkUsage,
       }),
     wrapStream: async ({ params, model }) => {
@@ -88,6 +85,7 @@ export function breakwaterMiddleware(
         },
         {
           ...(params.abortSignal && { signal: params.abortSignal }),
+          ...runFor(options),
           inspect: aiSdkInBand,
           isContent: isAiSdkContent,
           usage: aiSdkUsage,

@@ -1,12 +1,8 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../core/usage.ts";
-import type { PolicyOptions } from "../policy/options.ts";
-import type { Policy } from "../policy/policy.ts";
-import { asPolicy, overlay } from "./shared.ts";
+import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
 
-export interface AnthropicAdapterOptions {
-  policy?: Policy | PolicyOptions;
-}
+export type AnthropicAdapterOptions = AdapterOptions;
 
 type Obj = Record<string, any>;
 
@@ -39,17 +35,20 @@ export function withBreakwater<C extends Anthropic>(
   const p = asPolicy(options.policy);
   const raw = client.withOptions({ maxRetries: 0 }) as C;
   const create = raw.messages.create.bind(raw.messages) as (params: Obj, options?: Obj) => any;
-  const routed = (params: Obj, req: Obj = {}) => {
+  const routed = (params: Obj, request: Obj = {}) => {
+    const { run, ...req } = request;
     const signal = req.signal as AbortSignal | undefined;
     if (params.stream) {
       return p.stream((ctx) => create(params, { ...req, signal: ctx.signal }), {
         ...(signal && { signal }),
+        ...runFor(options, run),
         usage: anthropicUsage,
         isContent: isAnthropicContent,
       });
     }
     return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
       ...(signal && { signal }),
+      ...runFor(options, run),
       usage: anthropicUsage,
     });
   };

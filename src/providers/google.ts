@@ -1,12 +1,8 @@
 import type { GoogleGenAI } from "@google/genai";
 import type { Usage } from "../core/usage.ts";
-import type { PolicyOptions } from "../policy/options.ts";
-import type { Policy } from "../policy/policy.ts";
-import { asPolicy, overlay } from "./shared.ts";
+import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
 
-export interface GoogleAdapterOptions {
-  policy?: Policy | PolicyOptions;
-}
+export type GoogleAdapterOptions = AdapterOptions;
 
 type Obj = Record<string, any>;
 
@@ -94,6 +90,7 @@ export function withBreakwater<C extends GoogleGenAI>(
       const signal = params.config?.abortSignal as AbortSignal | undefined;
       return p.execute((ctx) => enriched(generate(oneAttempt(params, ctx.signal))), {
         ...(signal && { signal }),
+        ...runFor(options),
         usage: googleUsage,
       });
     },
@@ -104,7 +101,12 @@ export function withBreakwater<C extends GoogleGenAI>(
           const source = await enriched(generateStream(oneAttempt(params, ctx.signal)));
           return enrichingIterable(source);
         },
-        { ...(signal && { signal }), usage: googleUsage, isContent: isGoogleContent },
+        {
+          ...(signal && { signal }),
+          ...runFor(options),
+          usage: googleUsage,
+          isContent: isGoogleContent,
+        },
       );
     },
   });

@@ -1,13 +1,9 @@
 import type OpenAI from "openai";
 import type { Usage } from "../core/usage.ts";
-import type { PolicyOptions } from "../policy/options.ts";
-import type { Policy } from "../policy/policy.ts";
 import type { GuardedStream } from "../policy/stream.ts";
-import { asPolicy, overlay } from "./shared.ts";
+import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
 
-export interface OpenAIAdapterOptions {
-  /** The policy that owns retry (or its options). Default: policy() defaults. */
-  policy?: Policy | PolicyOptions;
+export interface OpenAIAdapterOptions extends AdapterOptions {
   /** Ask for the usage chunk on streams (`stream_options.include_usage`). Default true. */
   includeUsage?: boolean;
 }
@@ -78,7 +74,8 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
 
   const route =
     (create: Create, kind: "chat" | "responses") =>
-    (params: Obj, req: Obj = {}): Promise<unknown> | GuardedStream<unknown> => {
+    (params: Obj, request: Obj = {}): Promise<unknown> | GuardedStream<unknown> => {
+      const { run, ...req } = request;
       const signal = req.signal as AbortSignal | undefined;
       if (params.stream) {
         const body =
@@ -87,6 +84,7 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
             : params;
         return p.stream((ctx) => create(body, { ...req, signal: ctx.signal }), {
           ...(signal && { signal }),
+          ...runFor(options, run),
           ...(kind === "chat"
             ? { usage: openaiUsage, isContent: isChatContent }
             : { usage: responsesUsage, isContent: isResponsesContent, inspect: responsesInBand }),
@@ -94,6 +92,7 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
       }
       return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
         ...(signal && { signal }),
+        ...runFor(options, run),
         usage: openaiUsage,
       });
     };

@@ -1,5 +1,22 @@
 import type { PolicyOptions } from "../policy/options.ts";
 import { type Policy, policy } from "../policy/policy.ts";
+import type { Run } from "../run/run.ts";
+
+/** What every adapter accepts: the policy, and the run its calls draw on. */
+export interface AdapterOptions {
+  /** The policy that owns retry (or its options). Default: policy() defaults. */
+  policy?: Policy | PolicyOptions;
+  /** The run every call draws on (deadline, attempts, tokens), or a function returning the
+   * current one. OpenAI and Anthropic calls also take `{ run }` in their request options. */
+  run?: Run | (() => Run | undefined);
+}
+
+/** The run for one call: the call's own, else the adapter's. */
+export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
+  const run =
+    (own as Run | undefined) ?? (typeof options.run === "function" ? options.run() : options.run);
+  return run ? { run } : {};
+}
 
 /** A built policy, or one built from options (the adapter's default when none is given). */
 export function asPolicy(p: Policy | PolicyOptions | undefined): Policy {

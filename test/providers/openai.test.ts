@@ -198,3 +198,27 @@ describe("breakwater/openai: the Responses API", () => {
     expect(fs.requests()).toBe(3);
   });
 });
+
+describe("breakwater/openai: runs", () => {
+  it("calls draw on the adapter's run, or on the run given per request", async () => {
+    const { Run } = await import("../../src/run/run.ts");
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    const adapterRun = new Run();
+    const t = testPolicy();
+    const ai = withBreakwater(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }), {
+      policy: t.p,
+      run: () => adapterRun,
+    });
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    expect(adapterRun.stats).toMatchObject({ calls: 1, attempts: 2, retries: 1 });
+    expect(adapterRun.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
+    const own = new Run({ maxAttempts: 1 });
+    fs.script({ rules: [{ status: 503 }] });
+    const err = await ai.chat.completions
+      .create({ model: "gpt-test", messages }, { run: own } as never)
+      .catch((e) => e);
+    expect(reasonOf(err)).toBe("run-attempts");
+    expect(own.stats.attempts).toBe(1);
+    expect(adapterRun.stats.calls).toBe(1);
+  });
+});
