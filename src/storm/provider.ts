@@ -1,7 +1,5 @@
-import type { Clock } from "../core/clock.ts";
 import type { Usage } from "../core/usage.ts";
-import type { Metrics } from "./metrics.ts";
-import { inTrigger, type ProviderSpec, type TriggerSpec } from "./scenarios.ts";
+import { inTrigger, type ProviderSpec } from "./scenarios.ts";
 import { SimHttpError, type SimProviderApi, type SimRequest, type World } from "./types.ts";
 
 interface Job {
@@ -19,39 +17,33 @@ interface Job {
  * know, which is what lets a failure outlive its trigger (metastability).
  */
 export class SimProvider implements SimProviderApi {
-  readonly #clock: Clock;
   readonly #spec: ProviderSpec;
-  readonly #trigger: TriggerSpec;
-  readonly #random: () => number;
-  readonly #metrics: Metrics;
   readonly #queue: Job[] = [];
   #queueHead = 0;
   #inService = 0;
 
+  /** Time, the trouble, randomness and the meters, shared with the simulation. */
+  readonly #w: World;
+
   constructor(world: World, spec: ProviderSpec) {
-    ({
-      clock: this.#clock,
-      trigger: this.#trigger,
-      random: this.#random,
-      metrics: this.#metrics,
-    } = world);
+    this.#w = world;
     this.#spec = spec;
   }
 
   #inTrigger(now: number): boolean {
-    return inTrigger(this.#trigger, now);
+    return inTrigger(this.#w.trigger, now);
   }
 
   #capacity(now: number): number {
-    const f = this.#inTrigger(now) ? (this.#trigger.capacityFactor ?? 1) : 1;
+    const f = this.#inTrigger(now) ? (this.#w.trigger.capacityFactor ?? 1) : 1;
     return Math.max(1, Math.round(this.#spec.maxConcurrent * f));
   }
 
   call(request: SimRequest, signal?: AbortSignal): Promise<Usage> {
-    const now = this.#clock.now();
-    this.#metrics.arrival(now);
-    const t = this.#trigger;
-    if (this.#inTrigger(now) && t.errorRate !== undefined && this.#random() < t.errorRate) {
+    const now = this.#w.clock.now();
+    this.#w.metrics.arrival(now);
+    const t = this.#w.trigger;
+    if (this.#inTrigger(now) && t.errorRate !== undefined && this.#w.random() < t.errorRate) {
       return this.#reject(t.errorStatus ?? 503, "injected");
     }
     return new Promise<Usage>((resolve, reject) => {
@@ -63,42 +55,42 @@ export class SimProvider implements SimProviderApi {
   }
 
   #reject(status: number, reason: "overflow" | "injected"): Promise<never> {
-    this.#metrics.rejected(this.#clock.now(), reason);
+    this.#w.metrics.rejected(this.#w.clock.now(), reason);
     const error = new SimHttpError(status, reason, this.#spec.retryAfterS);
-    return this.#clock.sleep(this.#spec.rejectLatencyMs).then(() => {
+    return this.#w.clock.sleep(this.#spec.rejectLatencyMs).then(() => {
       throw error;
     });
   }
 
   #start(job: Job) {
-    const now = this.#clock.now();
+    const now = this.#w.clock.now();
     this.#inService++;
-    this.#metrics.inService(now, this.#inService, this.#queue.length - this.#queueHead);
+    this.#w.metrics.inService(now, this.#inService, this.#queue.length - this.#queueHead);
     const s = this.#spec;
-    const slow = this.#inTrigger(now) ? (this.#trigger.latencyFactor ?? 1) : 1;
+    const slow = this.#inTrigger(now) ? (this.#w.trigger.latencyFactor ?? 1) : 1;
     const ms =
       (s.ttftMs +
         job.request.outputTokens * s.perOutputTokenMs +
         job.request.inputTokens * s.perInputTokenMs) *
       slow;
-    this.#clock.schedule(ms, () => this.#finish(job));
+    this.#w.clock.schedule(ms, () => this.#finish(job));
   }
 
   #finish(job: Job) {
     this.#inService--;
     const usage = { inputTokens: job.request.inputTokens, outputTokens: job.request.outputTokens };
-    this.#metrics.served(job.arrivedAt, usage);
+    this.#w.metrics.served(job.arrivedAt, usage);
     job.resolve(usage);
     this.#next();
-    this.#metrics.inService(
-      this.#clock.now(),
+    this.#w.metrics.inService(
+      this.#w.clock.now(),
       this.#inService,
       this.#queue.length - this.#queueHead,
     );
   }
 
   #next() {
-    const now = this.#clock.now();
+    const now = this.#w.clock.now();
     while (this.#queueHead < this.#queue.length && this.#inService < this.#capacity(now)) {
       this.#start(this.#queue[this.#queueHead++]!);
     }

@@ -1,6 +1,4 @@
-import type { Clock } from "../core/clock.ts";
-import type { Metrics } from "./metrics.ts";
-import { inTrigger, type ToolSpec, type TriggerSpec } from "./scenarios.ts";
+import { inTrigger, type ToolSpec } from "./scenarios.ts";
 import { SimHttpError, type SimToolApi, type World } from "./types.ts";
 
 /**
@@ -10,45 +8,39 @@ import { SimHttpError, type SimToolApi, type World } from "./types.ts";
  * client that times out cannot know the charge went through.
  */
 export class SimTool implements SimToolApi {
-  readonly #clock: Clock;
   readonly #spec: ToolSpec | undefined;
-  readonly #trigger: TriggerSpec;
-  readonly #random: () => number;
-  readonly #metrics: Metrics;
   readonly #keys = new Map<string, number>();
   readonly #charged = new Set<number>();
   #executed = 0;
 
+  /** Time, the trouble, randomness and the meters, shared with the simulation. */
+  readonly #w: World;
+
   constructor(world: World, spec: ToolSpec | undefined) {
-    ({
-      clock: this.#clock,
-      trigger: this.#trigger,
-      random: this.#random,
-      metrics: this.#metrics,
-    } = world);
+    this.#w = world;
     this.#spec = spec;
   }
 
   async call(args: { order: number }, options: { idempotencyKey?: string; signal?: AbortSignal }) {
     const spec = this.#spec;
     if (spec === undefined) throw new Error("this scenario has no tool");
-    const now = this.#clock.now();
-    this.#metrics.toolArrival(now);
-    const roll = inTrigger(this.#trigger, now) ? this.#random() : 1;
+    const now = this.#w.clock.now();
+    this.#w.metrics.toolArrival(now);
+    const roll = inTrigger(this.#w.trigger, now) ? this.#w.random() : 1;
     if (roll < spec.errorRate) {
-      await this.#clock.sleep(50);
+      await this.#w.clock.sleep(50);
       throw new SimHttpError(503, "injected");
     }
     const key = options.idempotencyKey;
     if (key !== undefined && this.#keys.has(key)) {
-      await this.#clock.sleep(spec.latencyMs);
+      await this.#w.clock.sleep(spec.latencyMs);
       return { executionId: this.#keys.get(key)!, replayed: true };
     }
     const id = ++this.#executed;
     if (key !== undefined) this.#keys.set(key, id);
-    if (this.#charged.has(args.order)) this.#metrics.duplicateSideEffects++;
+    if (this.#charged.has(args.order)) this.#w.metrics.duplicateSideEffects++;
     this.#charged.add(args.order);
-    await this.#clock.sleep(roll < spec.errorRate + spec.slowRate ? spec.slowMs : spec.latencyMs);
+    await this.#w.clock.sleep(roll < spec.errorRate + spec.slowRate ? spec.slowMs : spec.latencyMs);
     return { executionId: id, replayed: false };
   }
 }

@@ -46,6 +46,8 @@ type Parsed = ReturnType<typeof parseScript>;
 
 interface Request {
   route: Route;
+  /** Its input tokens: the words of its messages. */
+  inputTokens: number;
   /** The wire format: the route's, or OpenAI's Responses API on the openai route. */
   dialect: Dialect | undefined;
   model: string;
@@ -213,6 +215,7 @@ class FaultServerImpl {
     const key = req.headers["idempotency-key"];
     const request: Request = {
       route,
+      inputTokens: route === "tools" ? 0 : countTokens(inputText(route, b)),
       dialect: route === "tools" ? undefined : responsesApi ? openaiResponses : DIALECTS[route],
       model,
       ...(tool !== undefined && { tool }),
@@ -384,7 +387,7 @@ class FaultServerImpl {
   ) {
     const dialect = r.dialect!;
     const text = rule.text ?? this.#script.text;
-    const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
+    const input = r.inputTokens;
     const output = countTokens(text);
     await sleep((rule.tokenLatencyMs ?? 0) * output, signal);
     const fault = rule.stream;
@@ -412,7 +415,7 @@ class FaultServerImpl {
     const dialect = r.dialect!;
     const model = r.model || "fault-model";
     const words = (rule.text ?? this.#script.text).match(/\S+\s*/g) ?? [];
-    const input = countTokens(inputText(r.route, r.body as Record<string, unknown>));
+    const input = r.inputTokens;
     res.writeHead(200, {
       "content-type": "text/event-stream",
       "cache-control": "no-cache",
