@@ -310,13 +310,21 @@ describe("policy.execute", () => {
     expect(ledgerOf(thrown)?.attempts).toHaveLength(1);
   });
 
-  it("a long-lived caller signal collects no listeners over many calls", async () => {
+  it("a long-lived caller signal collects no listeners over 10k calls and 1k streams", async () => {
     const ac = new AbortController();
     const p = policy({ attemptTimeoutMs: 10_000 });
     const warnings: unknown[] = [];
     const onWarning = (w: unknown) => warnings.push(w);
     process.on("warning", onWarning);
-    for (let i = 0; i < 2_000; i++) await p.execute(async () => i, { signal: ac.signal });
+    for (let i = 0; i < 10_000; i++) await p.execute(async () => i, { signal: ac.signal });
+    for (let i = 0; i < 1_000; i++) {
+      for await (const _ of p.stream(
+        async function* () {
+          yield i;
+        },
+        { signal: ac.signal, idleTimeoutMs: 1_000 },
+      ));
+    }
     await new Promise((r) => setImmediate(r));
     process.off("warning", onWarning);
     expect(warnings).toEqual([]);
