@@ -72,13 +72,13 @@ export async function simulate(
   // does not make users ask sooner, and one that is slow does delay them. Each
   // conversation's random stream is its own: every stack meets the same conversations.
   const turnMs = expectedTurnS(scenario) * 1000;
-  const conversation = async (index: number, firstTurn: number) => {
+  const conversation = async (index: number) => {
     const u = scenario.users;
     const random = userRandom(index);
-    let depth = firstTurn * u.modelCallsPerTurn;
+    let depth = 0;
     let due = clock.now();
-    for (let t = firstTurn; t < u.turnsPerConversation && clock.now() < endMs; t++) {
-      if (t > firstTurn) {
+    for (let t = 0; t < u.turnsPerConversation && clock.now() < endMs; t++) {
+      if (t > 0) {
         due += turnMs + between(random, u.thinkS) * 1000;
         if (due > clock.now()) await clock.sleep(due - clock.now(), stop.signal);
       }
@@ -174,7 +174,7 @@ export async function simulate(
   const arrivals = mulberry32((options.seed * 31 + 17) >>> 0);
   const arrive = () => {
     if (clock.now() >= endMs) return;
-    void conversation(conversations++, 0).catch(() => {});
+    void conversation(conversations++).catch(() => {});
     clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
   };
   clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);

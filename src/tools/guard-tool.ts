@@ -196,13 +196,10 @@ export function guardTool<A, R>(
         ? `${name}:${options.toolCallId}`
         : `${name}:${randomUUID()}`;
     const signal = options.signal ?? options.abortSignal;
-    let outcomeUnknown = false;
-    const retryIf = (f: Failure, error: unknown) => {
-      if (isArgumentError(error)) return false; // the model fixes arguments, not a transport retry
-      if (effect !== "unsafe" || provesNothingRan(f, error)) return true;
-      outcomeUnknown = true;
-      return false;
-    };
+    // Bad arguments are the model's to fix, not a transport retry; an unsafe write is
+    // retried only after a failure that proves nothing ran.
+    const retryIf = (f: Failure, error: unknown) =>
+      !isArgumentError(error) && (effect !== "unsafe" || provesNothingRan(f, error));
     try {
       const value = await p.execute(
         async (ctx) => {
@@ -238,7 +235,8 @@ export function guardTool<A, R>(
       // or the deadline) has an unknown outcome.
       const f = failureOf(error);
       const cause = error instanceof BreakwaterError ? error.cause : error;
-      if (effect === "unsafe" && f?.retryable && !provesNothingRan(f, cause)) outcomeUnknown = true;
+      const outcomeUnknown =
+        effect === "unsafe" && f?.retryable === true && !provesNothingRan(f, cause);
       const env = envelopeFor(error, reasonOf(error), outcomeUnknown);
       run?.rememberToolFailure(
         memo,
