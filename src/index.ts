@@ -1,9 +1,30 @@
-export { type Backoff, type BackoffOptions, backoff, type Jitter } from "./core/backoff.ts";
-export { type BreakerState, CircuitBreaker, type CircuitBreakerOptions } from "./core/breaker.ts";
-export { RetryBudget, type RetryBudgetOptions } from "./core/budget.ts";
+export {
+  type AuditClients,
+  type AuditLayer,
+  type AuditReport,
+  audit,
+  type LayerSpec,
+} from "./audit/audit.ts";
+export {
+  type Backoff,
+  type BackoffOptions,
+  backoff,
+  type ExponentialBackoff,
+  type Jitter,
+} from "./core/backoff.ts";
+export {
+  type Breaker,
+  type BreakerSnapshot,
+  type BreakerState,
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+} from "./core/breaker.ts";
+export { type Admission, RetryBudget, type RetryBudgetOptions } from "./core/budget.ts";
 export { classify } from "./core/classify.ts";
 export { type Cancel, type Clock, systemClock, VirtualClock } from "./core/clock.ts";
+export type { TimeoutCause } from "./core/deadline.ts";
 export {
+  AttemptTimeoutError,
   BreakwaterError,
   failureOf,
   type GiveUpReason,
@@ -20,11 +41,10 @@ export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after
 export type { Price, Usage } from "./core/usage.ts";
 export { ConfigError } from "./core/validate.ts";
 export { HttpError, throwIfNotOk } from "./http/http-error.ts";
-export { AttemptTimeoutError } from "./policy/attempt-scope.ts";
 export type { AttemptContext, CallOptions } from "./policy/call.ts";
 export type { ExecuteOptions } from "./policy/execute.ts";
 export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
-export { type Policy, policy } from "./policy/policy.ts";
+export { type Operation, type Policy, policy } from "./policy/policy.ts";
 export {
   type DiscardInfo,
   GuardedStream,
@@ -34,13 +54,6 @@ export {
   type StreamOptions,
   type StreamOutcome,
 } from "./policy/stream.ts";
-export {
-  type AuditClients,
-  type AuditLayer,
-  type AuditReport,
-  audit,
-  type LayerSpec,
-} from "./providers/audit.ts";
 export { type Journal, MemoryJournal, type StepRecord } from "./run/journal.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
 export * from "./tools/index.ts";

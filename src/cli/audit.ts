@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { audit, parseLayers } from "../providers/audit.ts";
+import { audit, type LayerSpec } from "../index.ts";
 
 export const AUDIT_USAGE = `usage: breakwater audit --layers caller:2,decorator:3,sdk:5[:baseMs] [--openai-max-retries N]
                        [--anthropic-max-retries N] [--ai-sdk-max-retries N]
@@ -56,4 +56,24 @@ export function auditCommand(argv: string[], out: (s: string) => void): number {
   );
   for (const w of report.warnings) out(`warning: ${w}`);
   return report.warnings.length > 0 ? 1 : 0;
+}
+
+/** "caller:2,decorator:3,sdk:5" (optionally name:attempts:baseMs) as layers. */
+export function parseLayers(text: string): LayerSpec[] {
+  return text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      const [name, attempts, base] = s.split(":");
+      const n = Number(attempts);
+      if (!name || !Number.isInteger(n) || n < 1)
+        throw new TypeError(
+          `--layers: "${s}" must be name:attempts[:baseMs] with attempts an integer >= 1`,
+        );
+      const baseMs = base === undefined ? undefined : Number(base);
+      if (baseMs !== undefined && !(baseMs >= 0))
+        throw new TypeError(`--layers: "${s}": baseMs must be a number >= 0`);
+      return { name, attempts: n, ...(baseMs !== undefined && { backoff: { baseMs } }) };
+    });
 }

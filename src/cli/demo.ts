@@ -1,10 +1,5 @@
-import { RetryBudget } from "../core/budget.ts";
-import { VirtualClock } from "../core/clock.ts";
-import { ledgerOf, reasonOf } from "../core/errors.ts";
-import type { Ledger } from "../core/ledger.ts";
-import { mulberry32 } from "../core/random.ts";
-import { policy } from "../policy/policy.ts";
-import { FakeModel, type FakeStep } from "../testing/fake-model.ts";
+import { type Ledger, ledgerOf, policy, RetryBudget, reasonOf, VirtualClock } from "../index.ts";
+import { FakeModel, type FakeStep, mulberry32 } from "../testing/index.ts";
 
 const fmtMs = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
 

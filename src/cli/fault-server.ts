@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { startFaultServer } from "../testing/fault-server/server.ts";
+import { startFaultServer } from "../testing/index.ts";
 
 export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json]
 

@@ -1,12 +1,15 @@
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { loadStacks } from "../storm/config.ts";
-import { progressBar } from "../storm/progress.ts";
-import { htmlReport } from "../storm/report-html.ts";
-import { markdownTables, textTable } from "../storm/report-text.ts";
-import { SCENARIO_NAMES } from "../storm/scenarios.ts";
-import { STACKS } from "../storm/stacks.ts";
-import { runStorm } from "../storm/storm.ts";
+import {
+  htmlReport,
+  loadStacks,
+  markdownTables,
+  runStorm,
+  SCENARIO_NAMES,
+  STACKS,
+  textTable,
+} from "../storm/index.ts";
+import { progressBar } from "./progress.ts";
 
 export const STORM_USAGE = `usage: breakwater storm [--scenario a,b] [--stacks a,b] [--config stacks.mjs]
                        [--seed N] [--json file] [--html file] [--markdown]

@@ -1,26 +1,75 @@
 import { type Clock, systemClock } from "./clock.ts";
-import { validator } from "./validate.ts";
+import { opt, parseOptions } from "./validate.ts";
 
 export type BreakerState = "closed" | "open" | "half-open";
 
+/**
+ * A circuit breaker as the policy uses it (docs/architecture.md, rule 5): asked before every
+ * attempt, told how each granted attempt ended. Every `tryAcquire` that returned true is
+ * followed by exactly one of `onSuccess`, `onFailure` or `onNeutral`.
+ */
+export interface Breaker {
+  /** Asks to send one attempt. False fails the call fast with `circuit-open`. */
+  tryAcquire(): boolean;
+  /** The attempt succeeded: the upstream is healthy. */
+  onSuccess(): void;
+  /** The attempt failed in a way that says the upstream is unhealthy. */
+  onFailure(): void;
+  /** The attempt ended with no verdict on the upstream (a 400, a cancellation). */
+  onNeutral(): void;
+  /** "open" also refuses retries of calls already running. */
+  readonly state: BreakerState;
+}
+
+/** What `CircuitBreaker.toJSON()` saves: enough to restore it in another process. */
+export interface BreakerSnapshot {
+  readonly state: BreakerState;
+  /** When it opened, on the breaker's clock (systemClock: epoch milliseconds). */
+  readonly openedAt: number;
+  /** Failures in a row. */
+  readonly streak: number;
+  /** The sliding window: each slot's start time, successes and failures. */
+  readonly slots: readonly (readonly [start: number, ok: number, bad: number])[];
+}
+
 export interface CircuitBreakerOptions {
-  /** Opens after this many failures in a row. Default 5. */
+  /** Opens after this many failures in a row. @default 5 */
   consecutiveFailures?: number;
-  /** Opens when the failure share over the window reaches this (0..1]. Default 0.5. */
+  /** Opens when the failure share over the window reaches this (0..1]. @default 0.5 */
   failureRatio?: number;
-  /** The ratio counts only once the window holds this many outcomes. Default 20. */
+  /** The ratio counts only once the window holds this many outcomes. @default 20 */
   minimumThroughput?: number;
-  /** The sliding window for the ratio. Default 30 000 ms. */
+  /** The sliding window for the ratio, in ms. @default 30000 */
   windowMs?: number;
-  /** How long it stays open before letting probes through. Default 5 000 ms. */
+  /** How long it stays open before letting probes through, in ms. @default 5000 */
   openMs?: number;
-  /** Probes allowed at once while half-open. Default 1. */
+  /** Probes allowed at once while half-open. @default 1 */
   halfOpenProbes?: number;
+  /** @default systemClock */
   clock?: Clock;
   onStateChange?: (state: BreakerState) => void;
+  /** A saved `toJSON()` to start from (a restart keeps what the breaker had learned). */
+  initialState?: BreakerSnapshot;
 }
 
 const SLOTS = 10;
+const isClock = (c: unknown): boolean =>
+  typeof (c as Clock)?.now === "function" && typeof (c as Clock)?.schedule === "function";
+
+const SPEC = {
+  consecutiveFailures: opt.int(1, 5, true),
+  failureRatio: opt.num(0.001, 1, 0.5),
+  minimumThroughput: opt.int(1, 20),
+  windowMs: opt.ms(30_000),
+  openMs: opt.ms(5_000),
+  halfOpenProbes: opt.int(1, 1),
+  clock: opt.any<Clock>(isClock, "a Clock (now, sleep, schedule)"),
+  onStateChange: opt.fn<(state: BreakerState) => void>(),
+  initialState: opt.any<BreakerSnapshot>(
+    (s) => s !== null && typeof s === "object",
+    "a snapshot from CircuitBreaker.toJSON()",
+  ),
+} satisfies Record<keyof CircuitBreakerOptions, unknown>;
 
 /**
  * A circuit breaker that sits outside the retry loop: while open, calls fail fast with
@@ -28,8 +77,10 @@ const SLOTS = 10;
  * failures or on a failure ratio over a sliding window (ten time slots), and closes
  * again after a successful half-open probe.
  */
-export class CircuitBreaker {
-  readonly options: Readonly<Required<Omit<CircuitBreakerOptions, "clock" | "onStateChange">>>;
+export class CircuitBreaker implements Breaker {
+  readonly options: Readonly<
+    Required<Omit<CircuitBreakerOptions, "clock" | "onStateChange" | "initialState">>
+  >;
   readonly #clock: Clock;
   readonly #onStateChange: ((s: BreakerState) => void) | undefined;
   #state: BreakerState = "closed";
@@ -42,30 +93,15 @@ export class CircuitBreaker {
   readonly #bad = new Array<number>(SLOTS).fill(0);
 
   constructor(options: CircuitBreakerOptions = {}) {
-    const v = validator("CircuitBreaker");
-    v.known("", options as Record<string, unknown>, [
-      "consecutiveFailures",
-      "failureRatio",
-      "minimumThroughput",
-      "windowMs",
-      "openMs",
-      "halfOpenProbes",
-      "clock",
-      "onStateChange",
-    ]);
-    this.options = Object.freeze({
-      consecutiveFailures: v.int("consecutiveFailures", options.consecutiveFailures ?? 5, 1, true),
-      failureRatio: v.num("failureRatio", options.failureRatio ?? 0.5, 0.001, 1),
-      minimumThroughput: v.int("minimumThroughput", options.minimumThroughput ?? 20, 1),
-      windowMs: v.ms("windowMs", options.windowMs ?? 30_000),
-      openMs: v.ms("openMs", options.openMs ?? 5_000),
-      halfOpenProbes: v.int("halfOpenProbes", options.halfOpenProbes ?? 1, 1),
-    });
-    this.#clock = options.clock ?? systemClock;
-    this.#onStateChange =
-      options.onStateChange === undefined
-        ? undefined
-        : v.fn("onStateChange", options.onStateChange);
+    const { clock, onStateChange, initialState, ...rest } = parseOptions(
+      "CircuitBreaker",
+      SPEC,
+      options,
+    );
+    this.options = Object.freeze(rest);
+    this.#clock = clock ?? systemClock;
+    this.#onStateChange = onStateChange;
+    if (initialState !== undefined) this.#restore(initialState);
   }
 
   get state(): BreakerState {
@@ -119,6 +155,31 @@ export class CircuitBreaker {
     if (this.#state === "half-open") this.#probes = Math.max(0, this.#probes - 1);
   }
 
+  /** The state to save; `new CircuitBreaker({ ...options, initialState })` restores it.
+   * Probes in flight are not saved: they belong to this process. */
+  toJSON(): BreakerSnapshot {
+    return {
+      state: this.state,
+      openedAt: this.#openedAt,
+      streak: this.#streak,
+      slots: this.#slotStart.map((s, i) => [s, this.#ok[i]!, this.#bad[i]!] as const),
+    };
+  }
+
+  #restore(s: BreakerSnapshot) {
+    const count = (n: unknown) => (typeof n === "number" && n >= 0 && Number.isFinite(n) ? n : 0);
+    this.#state = s.state === "open" || s.state === "half-open" ? s.state : "closed";
+    this.#openedAt = typeof s.openedAt === "number" ? s.openedAt : 0;
+    this.#streak = count(s.streak);
+    const slots = Array.isArray(s.slots) ? s.slots.slice(0, SLOTS) : [];
+    slots.forEach((slot, i) => {
+      if (!Array.isArray(slot)) return;
+      this.#slotStart[i] = typeof slot[0] === "number" ? slot[0] : Number.NEGATIVE_INFINITY;
+      this.#ok[i] = count(slot[1]);
+      this.#bad[i] = count(slot[2]);
+    });
+  }
+
   #open() {
     this.#openedAt = this.#clock.now();
     this.#probes = 0;
@@ -149,7 +210,7 @@ export class CircuitBreaker {
   #slot(): number {
     const width = this.options.windowMs / SLOTS;
     const n = Math.floor(this.#clock.now() / width);
-    const i = n % SLOTS;
+    const i = ((n % SLOTS) + SLOTS) % SLOTS; // time may be negative (a VirtualClock's start)
     if (this.#slotStart[i] !== n * width) {
       this.#slotStart[i] = n * width;
       this.#ok[i] = 0;
@@ -163,3 +224,11 @@ export class CircuitBreaker {
     this.#streak = 0;
   }
 }
+
+/** True for anything that implements Breaker (duck-typed: a custom or shared breaker). */
+export const isBreaker = (x: unknown): x is Breaker =>
+  x !== null &&
+  typeof x === "object" &&
+  ["tryAcquire", "onSuccess", "onFailure", "onNeutral"].every(
+    (m) => typeof (x as Record<string, unknown>)[m] === "function",
+  );

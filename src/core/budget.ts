@@ -1,9 +1,28 @@
-import { validator } from "./validate.ts";
+import type { Failure } from "./failure.ts";
+import { opt, parseOptions } from "./validate.ts";
+
+/**
+ * Decides whether one more retry may go to an upstream now (docs/architecture.md, rule 5).
+ * Share one per upstream (provider × model × key). The policy asks `tryAcquire` before each
+ * retry (never before a first attempt) and reports every attempt's outcome. Answers are
+ * synchronous: an implementation backed by a shared store keeps a local lease of tokens
+ * and syncs in the background, so the success path never waits on the network.
+ */
+export interface Admission {
+  /** A retry asks to go. True admits it (and counts it as spent); false refuses it. */
+  tryAcquire(): boolean;
+  /** An attempt (first or retry) succeeded. */
+  onSuccess(): void;
+  /** An attempt failed; `failure` says how (overload signals drive adaptive admission). */
+  onFailure?(failure: Failure): void;
+  /** Gives back a retry that was admitted but not sent (an `onRetry` veto). */
+  refund?(): void;
+}
 
 export interface RetryBudgetOptions {
-  /** Burst allowance: the bucket starts full. Default 10. */
+  /** Burst allowance: the bucket starts full. @default 10 */
   maxTokens?: number;
-  /** Deposited per success: the steady-state share of extra load. Default 0.1. */
+  /** Deposited per success: the steady-state share of extra load. @default 0.1 */
   tokenRatio?: number;
 }
 
@@ -11,11 +30,16 @@ export interface RetryBudgetOptions {
  * deposits make exactly one token, never 0.9999999999999999. */
 const MILLI = 1000;
 
+const SPEC = {
+  maxTokens: opt.num(1, 1_000_000, 10),
+  tokenRatio: opt.num(0.001, 1_000_000, 0.1),
+} satisfies Record<keyof RetryBudgetOptions, unknown>;
+
 /**
- * A retry budget (DESIGN rule 5), a token bucket shared per upstream: a success deposits
+ * A retry budget, the token bucket of gRPC's retry throttling: a success deposits
  * `tokenRatio`, a retry withdraws 1, an empty bucket refuses at once. 0 ≤ tokens ≤ max.
  */
-export class RetryBudget {
+export class RetryBudget implements Admission {
   readonly maxTokens: number;
   readonly tokenRatio: number;
   #milli: number;
@@ -25,10 +49,9 @@ export class RetryBudget {
   #granted = 0;
 
   constructor(options: RetryBudgetOptions = {}) {
-    const v = validator("RetryBudget");
-    v.known("", options as Record<string, unknown>, ["maxTokens", "tokenRatio"]);
-    this.maxTokens = v.num("maxTokens", options.maxTokens ?? 10, 1, 1_000_000);
-    this.tokenRatio = v.num("tokenRatio", options.tokenRatio ?? 0.1, 0.001, 1_000_000);
+    const o = parseOptions("RetryBudget", SPEC, options);
+    this.maxTokens = o.maxTokens;
+    this.tokenRatio = o.tokenRatio;
     this.#maxMilli = Math.round(this.maxTokens * MILLI);
     this.#ratioMilli = Math.round(this.tokenRatio * MILLI);
     this.#milli = this.#maxMilli;
@@ -54,7 +77,6 @@ export class RetryBudget {
     return true;
   }
 
-  /** Gives back a token taken for a retry that did not happen (an onRetry veto). */
   refund(): void {
     this.#milli = Math.min(this.#maxMilli, this.#milli + MILLI);
   }
@@ -62,4 +84,24 @@ export class RetryBudget {
   onSuccess(): void {
     this.#milli = Math.min(this.#maxMilli, this.#milli + this.#ratioMilli);
   }
+
+  /** The bucket's level, to save and restore (`new RetryBudget(o).restore(saved)`). */
+  toJSON(): { tokens: number } {
+    return { tokens: this.tokens };
+  }
+
+  /** Sets the level from a saved `toJSON()`, clamped to [0, maxTokens]. */
+  restore(saved: { tokens: number }): this {
+    const t = saved?.tokens;
+    if (typeof t === "number" && Number.isFinite(t))
+      this.#milli = Math.min(this.#maxMilli, Math.max(0, Math.round(t * MILLI)));
+    return this;
+  }
 }
+
+/** True for anything that implements Admission (duck-typed: a custom or shared budget). */
+export const isAdmission = (x: unknown): x is Admission =>
+  x !== null &&
+  typeof x === "object" &&
+  typeof (x as Admission).tryAcquire === "function" &&
+  typeof (x as Admission).onSuccess === "function";

@@ -1,5 +1,5 @@
-import type { Failure, FailureKind } from "./failure.ts";
-import { RETRYABLE_KINDS } from "./failure.ts";
+import { AttemptTimeoutError } from "./errors.ts";
+import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
 import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
 
@@ -70,7 +70,7 @@ const NETWORK_CODES: ReadonlyMap<string, FailureKind> = table({
 
 /** SDK error classes with no status that mean the connection failed. */
 const TRANSPORT_NAMES = new Set(["APIConnectionError", "FetchError"]);
-const TIMEOUT_NAMES = new Set(["TimeoutError", "APIConnectionTimeoutError", "AttemptTimeoutError"]);
+const TIMEOUT_NAMES = new Set(["TimeoutError", "APIConnectionTimeoutError"]);
 const CANCEL_NAMES = new Set(["AbortError", "APIUserAbortError"]);
 
 /** Context-length errors that arrive with a generic code (Anthropic, Gemini, older OpenAI). */
@@ -147,17 +147,6 @@ function chainOf(error: unknown): Obj[] {
   return chain;
 }
 
-function make(kind: FailureKind, extra: Omit<Failure, "kind" | "retryable"> = {}): Failure {
-  const f: { -readonly [K in keyof Failure]: Failure[K] } = {
-    kind,
-    retryable: RETRYABLE_KINDS.has(kind),
-  };
-  if (extra.status !== undefined) f.status = extra.status;
-  if (extra.code !== undefined) f.code = extra.code;
-  if (extra.retryAfterMs !== undefined) f.retryAfterMs = extra.retryAfterMs;
-  return f;
-}
-
 function kindOfStatus(status: number): FailureKind {
   if (status === 429) return "rate_limited";
   if (status === 503 || status === 529) return "overloaded";
@@ -168,69 +157,71 @@ function kindOfStatus(status: number): FailureKind {
   return "invalid_request";
 }
 
+/** Cancellation, our own timeouts and transport failures: they decide before any status. */
+function connectionFailure(chain: Obj[]): Failure | undefined {
+  if (chain.some((e) => CANCEL_NAMES.has(String(e.name)))) return failure("cancelled");
+  const timeout = chain.find(
+    (e) => e instanceof AttemptTimeoutError || TIMEOUT_NAMES.has(String(e.name)),
+  );
+  if (timeout) return failure("timeout", { code: str(timeout.code) });
+  for (const e of chain) {
+    const code = str(e.code) ?? str(e.errno);
+    const kind = code === undefined ? undefined : NETWORK_CODES.get(code);
+    if (kind !== undefined) return failure(kind, { code });
+  }
+  if (chain.some((e) => TRANSPORT_NAMES.has(String(e.name)) && statusOf(e) === undefined))
+    return failure("transport");
+  return undefined;
+}
+
+/** The first recognised provider code, and the kind it means. */
+function knownCode(codes: string[]): { kind?: FailureKind; code?: string } {
+  for (const c of codes) {
+    const kind = PROVIDER_CODES.get(c.toLowerCase());
+    if (kind !== undefined) return { kind, code: c };
+  }
+  return {};
+}
+
+/** One error of the chain read as an HTTP answer: its provider code, then its status. */
+function answerFailure(e: Obj, nowMs: number): Failure | undefined {
+  const status = statusOf(e);
+  const codes = codesOf(e);
+  if (status === undefined && codes.length === 0) return undefined;
+  let { kind, code } = knownCode(codes);
+  if (
+    (kind === undefined || kind === "invalid_request") &&
+    messagesOf(e).some((m) => CONTEXT_MESSAGE.test(m)) &&
+    (status === 400 || status === 413 || kind)
+  )
+    kind = "context_exceeded";
+  if (kind === undefined && status !== undefined) kind = kindOfStatus(status);
+  if (kind === undefined) return undefined; // an unrecognised code with no status: look deeper
+  const headers = headersOf(e);
+  const retryAfterMs = parseRetryAfter(headers as never, nowMs) ?? retryInfoMs(e);
+  const f = failure(kind, { status, code: code ?? codes[0], retryAfterMs });
+  return applyShouldRetry(f, readHeader(headers, "x-should-retry"));
+}
+
 /**
- * Classifies any error, walking its `cause` chain, in the order of DESIGN rule 3:
- * cancellation, our own timeouts, transport, the provider's code, the HTTP status,
+ * Classifies any error, walking its `cause` chain, in the order of docs/architecture.md
+ * rule 3: cancellation, our own timeouts, transport, the provider's code, the HTTP status,
  * and otherwise `unknown` (not retried: bugs stay loud).
  */
 export function classify(error: unknown, nowMs: number = Date.now()): Failure {
   const chain = chainOf(error);
-  if (chain.some((e) => CANCEL_NAMES.has(String(e.name)))) return make("cancelled");
-  const timeout = chain.find((e) => TIMEOUT_NAMES.has(String(e.name)));
-  if (timeout) return make("timeout", { code: str(timeout.code) });
-
+  const early = connectionFailure(chain);
+  if (early !== undefined) return early;
   for (const e of chain) {
-    const code = str(e.code) ?? str(e.errno);
-    const kind = code === undefined ? undefined : NETWORK_CODES.get(code);
-    if (kind !== undefined) return make(kind, { code });
+    const f = answerFailure(e, nowMs);
+    if (f !== undefined) return f;
   }
-  if (chain.some((e) => TRANSPORT_NAMES.has(String(e.name)) && statusOf(e) === undefined)) {
-    return make("transport");
-  }
-
-  for (const e of chain) {
-    const status = statusOf(e);
-    const codes = codesOf(e);
-    if (status === undefined && codes.length === 0) continue;
-    const headers = headersOf(e);
-    const retryAfterMs = parseRetryAfter(headers as never, nowMs) ?? retryInfoMs(e);
-    let kind: FailureKind | undefined;
-    let code: string | undefined;
-    for (const c of codes) {
-      kind = PROVIDER_CODES.get(c.toLowerCase());
-      if (kind !== undefined) {
-        code = c;
-        break;
-      }
-    }
-    if (kind === undefined || kind === "invalid_request") {
-      if (
-        messagesOf(e).some((m) => CONTEXT_MESSAGE.test(m)) &&
-        (status === 400 || status === 413 || kind)
-      ) {
-        kind = "context_exceeded";
-      }
-    }
-    if (kind === undefined && status !== undefined) kind = kindOfStatus(status);
-    if (kind === undefined) continue; // an unrecognised code with no status: look deeper
-    code ??= codes[0];
-    const failure = make(kind, { status, code, retryAfterMs });
-    return applyShouldRetry(failure, readHeader(headers, "x-should-retry"));
-  }
-  return make("unknown");
+  return failure("unknown");
 }
-
-const NEVER_RETRY: ReadonlySet<FailureKind> = new Set([
-  "quota_exhausted",
-  "context_exceeded",
-  "auth",
-  "cancelled",
-  "content_filtered",
-]);
 
 /** `x-should-retry` (OpenAI, Anthropic): the server's explicit word, within our rules. */
 function applyShouldRetry(f: Failure, header: string | undefined): Failure {
   if (header === "false") return { ...f, retryable: false };
-  if (header === "true" && !NEVER_RETRY.has(f.kind)) return { ...f, retryable: true };
+  if (header === "true" && !KINDS[f.kind].final) return { ...f, retryable: true };
   return f;
 }

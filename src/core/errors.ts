@@ -1,26 +1,67 @@
+import type { TimeoutCause } from "./deadline.ts";
 import type { Failure } from "./failure.ts";
 import type { Ledger } from "./ledger.ts";
 import type { Usage } from "./usage.ts";
 
-/** Why a call ended without a value. The first group are BreakwaterError reasons (the
- * policy stopped a call that might otherwise have been retried); the second are set on
- * the provider's own error, which is thrown as it is (DESIGN rule 8). */
-export type GiveUpReason =
-  | "deadline"
-  | "budget"
-  | "retry-after-too-long"
-  | "circuit-open"
-  | "stream-interrupted"
-  | "attempt-timeout"
-  | "run-attempts"
-  | "run-deadline"
-  | "run-tokens"
-  | "run-retry-share"
-  | "run-tool-failures"
-  | "not-retryable"
-  | "attempts-exhausted"
-  | "cancelled"
-  | "vetoed";
+interface ReasonFacts {
+  /** True: the policy stopped a call that might otherwise have been retried, and throws a
+   * BreakwaterError. False: the provider is why, and its own error is thrown, tagged
+   * (docs/architecture.md, rule 8). */
+  readonly own: boolean;
+  readonly message?: string;
+}
+
+/** The one table of reasons a call ends without a value. */
+const REASONS = {
+  deadline: { own: true, message: "the call's deadline leaves no time for another attempt" },
+  budget: {
+    own: true,
+    message: "the retry budget is empty: retries are refused to protect the upstream",
+  },
+  "retry-after-too-long": {
+    own: true,
+    message: "the server asked to wait longer than allowed (backpressure)",
+  },
+  "circuit-open": { own: true, message: "the circuit breaker is open: failing fast" },
+  "stream-interrupted": {
+    own: true,
+    message: "the stream failed after output reached the consumer; not replayed",
+  },
+  "attempt-timeout": { own: true, message: "every attempt ran out of time" },
+  "run-attempts": { own: true, message: "the run has used all its attempts" },
+  "run-deadline": { own: true, message: "the run's deadline has passed" },
+  "run-tokens": { own: true, message: "the run has spent its token allowance" },
+  "run-retry-share": {
+    own: true,
+    message: "retries have spent more than their share of the run's tokens",
+  },
+  "run-tool-failures": { own: true, message: "the run hit its cap on tool failures" },
+  "not-retryable": { own: false },
+  "attempts-exhausted": { own: false },
+  cancelled: { own: false },
+  vetoed: { own: false },
+} as const satisfies Record<string, ReasonFacts>;
+
+/** Why a call ended without a value. */
+export type GiveUpReason = keyof typeof REASONS;
+
+export const GIVE_UP_REASONS = Object.keys(REASONS) as readonly GiveUpReason[];
+
+/** True for the reasons the policy raises as a BreakwaterError. */
+export const isOwnReason = (reason: GiveUpReason): boolean => REASONS[reason].own;
+
+/** Our own timeout fired: the attempt was cut, which says nothing about the server. */
+export class AttemptTimeoutError extends Error {
+  override name = "AttemptTimeoutError";
+  readonly by: TimeoutCause;
+  readonly afterMs: number;
+
+  constructor(by: TimeoutCause, afterMs: number) {
+    super(`${by} timeout after ${afterMs} ms`);
+    this.by = by;
+    this.afterMs = afterMs;
+  }
+}
 
 export interface PartialResult<T = unknown> {
   /** Chunks the consumer already received. */
@@ -36,18 +77,8 @@ export interface BreakwaterErrorInit {
   partial?: PartialResult;
 }
 
-const MESSAGES: Partial<Record<GiveUpReason, string>> = {
-  deadline: "the call's deadline leaves no time for another attempt",
-  budget: "the retry budget is empty: retries are refused to protect the upstream",
-  "retry-after-too-long": "the server asked to wait longer than allowed (backpressure)",
-  "circuit-open": "the circuit breaker is open: failing fast",
-  "stream-interrupted": "the stream failed after output reached the consumer; not replayed",
-  "run-attempts": "the run has used all its attempts",
-  "run-deadline": "the run's deadline has passed",
-  "run-tokens": "the run has spent its token allowance",
-  "run-retry-share": "retries have spent more than their share of the run's tokens",
-  "run-tool-failures": "the run hit its cap on tool failures",
-};
+const messageOf = (reason: GiveUpReason): string =>
+  (REASONS[reason] as ReasonFacts | undefined)?.message ?? reason;
 
 /** An error breakwater raised itself: the policy stopped the call. */
 export class BreakwaterError extends Error {
@@ -61,13 +92,8 @@ export class BreakwaterError extends Error {
   readonly partial: PartialResult | undefined;
 
   constructor(reason: GiveUpReason, init: BreakwaterErrorInit = {}, message?: string) {
-    const text = message ?? MESSAGES[reason] ?? reason;
-    super(
-      `${text}${init.retryAfterMs === undefined ? "" : ` (retry after ${init.retryAfterMs} ms)`}`,
-      {
-        cause: init.cause,
-      },
-    );
+    const hint = init.retryAfterMs === undefined ? "" : ` (retry after ${init.retryAfterMs} ms)`;
+    super(`${message ?? messageOf(reason)}${hint}`, { cause: init.cause });
     this.reason = reason;
     this.ledger = init.ledger;
     this.failure = init.failure;
@@ -97,20 +123,25 @@ export function tagError(
   }
 }
 
+const outcomeOf = (error: unknown): Outcome | undefined =>
+  error !== null && (typeof error === "object" || typeof error === "function")
+    ? outcomes.get(error)
+    : undefined;
+
 /** The ledger of the call that threw `error` (a BreakwaterError or a provider's own). */
 export function ledgerOf(error: unknown): Ledger | undefined {
   if (error instanceof BreakwaterError && error.ledger) return error.ledger;
-  return error !== null && typeof error === "object" ? outcomes.get(error)?.ledger : undefined;
+  return outcomeOf(error)?.ledger;
 }
 
 /** Why the policy gave up on the call that threw `error`. */
 export function reasonOf(error: unknown): GiveUpReason | undefined {
   if (error instanceof BreakwaterError) return error.reason;
-  return error !== null && typeof error === "object" ? outcomes.get(error)?.reason : undefined;
+  return outcomeOf(error)?.reason;
 }
 
 /** The failure classification of the last attempt of the call that threw `error`. */
 export function failureOf(error: unknown): Failure | undefined {
   if (error instanceof BreakwaterError) return error.failure;
-  return error !== null && typeof error === "object" ? outcomes.get(error)?.failure : undefined;
+  return outcomeOf(error)?.failure;
 }

@@ -24,13 +24,45 @@ export interface Failure {
   readonly retryAfterMs?: number;
 }
 
-/** Kinds that say the upstream is unhealthy: what a breaker counts. */
-export const UPSTREAM_KINDS: ReadonlySet<FailureKind> = new Set([
-  "rate_limited",
-  "overloaded",
-  "server_error",
-  "timeout",
-  "transport",
-]);
+interface KindFacts {
+  /** Transient: another attempt may succeed (docs/architecture.md, rule 3). */
+  readonly retryable: boolean;
+  /** Says the upstream itself is unhealthy: what a breaker and an admission count. */
+  readonly upstream: boolean;
+  /** Never retried, whatever a server's `x-should-retry: true` says. */
+  readonly final: boolean;
+}
 
-export const RETRYABLE_KINDS: ReadonlySet<FailureKind> = UPSTREAM_KINDS;
+/** The one table of what each kind means. Every other list of kinds derives from it. */
+export const KINDS: Readonly<Record<FailureKind, KindFacts>> = {
+  rate_limited: { retryable: true, upstream: true, final: false },
+  overloaded: { retryable: true, upstream: true, final: false },
+  server_error: { retryable: true, upstream: true, final: false },
+  timeout: { retryable: true, upstream: true, final: false },
+  transport: { retryable: true, upstream: true, final: false },
+  quota_exhausted: { retryable: false, upstream: false, final: true },
+  context_exceeded: { retryable: false, upstream: false, final: true },
+  invalid_request: { retryable: false, upstream: false, final: false },
+  auth: { retryable: false, upstream: false, final: true },
+  not_found: { retryable: false, upstream: false, final: false },
+  content_filtered: { retryable: false, upstream: false, final: true },
+  cancelled: { retryable: false, upstream: false, final: true },
+  unknown: { retryable: false, upstream: false, final: false },
+};
+
+export const FAILURE_KINDS = Object.keys(KINDS) as readonly FailureKind[];
+
+/** A failure of `kind`, retryable as the table says, with the extras that are defined. */
+export function failure(
+  kind: FailureKind,
+  extra: Omit<Failure, "kind" | "retryable"> = {},
+): Failure {
+  const f: { -readonly [K in keyof Failure]: Failure[K] } = {
+    kind,
+    retryable: KINDS[kind].retryable,
+  };
+  if (extra.status !== undefined) f.status = extra.status;
+  if (extra.code !== undefined) f.code = extra.code;
+  if (extra.retryAfterMs !== undefined) f.retryAfterMs = extra.retryAfterMs;
+  return f;
+}

@@ -11,88 +11,156 @@ export class ConfigError extends TypeError {
   }
 }
 
+/** A value as an error message shows it; never throws, whatever it is handed. */
 export function show(v: unknown): string {
-  if (typeof v === "string") return JSON.stringify(v);
-  if (typeof v === "function") return "a function";
-  if (typeof v === "bigint") return `${v}n`;
-  if (v !== null && typeof v === "object") {
-    try {
-      return JSON.stringify(v);
-    } catch {
-      return Object.prototype.toString.call(v);
-    }
+  try {
+    if (typeof v === "string") return JSON.stringify(v);
+    if (typeof v === "function") return "a function";
+    if (typeof v === "bigint") return `${v}n`;
+    if (typeof v === "symbol") return v.toString();
+    if (v !== null && typeof v === "object") return JSON.stringify(v) ?? "an object";
+    return String(v);
+  } catch {
+    return "an object that cannot be shown";
   }
-  return String(v);
 }
 
-/** A validator for one owner ("policy", "RetryBudget", ...). Each check returns the value. */
-export function validator(owner: string) {
-  const fail = (option: string, value: unknown, allowed: string): never => {
-    throw new ConfigError(owner, option, value, allowed);
-  };
-  const number = (
-    option: string,
-    v: unknown,
-    min: number,
-    max: number,
-    int: boolean,
-    minLabel = `>= ${min}`,
-  ) => {
-    if (
-      typeof v !== "number" ||
-      Number.isNaN(v) ||
-      v < min ||
-      v > max ||
-      (int && !Number.isInteger(v))
-    ) {
-      const what = int ? "an integer" : "a number";
-      fail(
+const range = (min: number, max: number, what: string) =>
+  max === Number.POSITIVE_INFINITY ? `${what} >= ${min}` : `${what} from ${min} to ${max}`;
+
+/** Checks for one owner ("policy", "RetryBudget", ...). Each returns the value it checked. */
+export class Validator {
+  readonly owner: string;
+
+  constructor(owner: string) {
+    this.owner = owner;
+  }
+
+  fail(option: string, value: unknown, allowed: string): never {
+    throw new ConfigError(this.owner, option, value, allowed);
+  }
+
+  /** An integer >= min (Infinity allowed only where `infinite`). */
+  int(option: string, v: unknown, min: number, infinite = false): number {
+    if (infinite && v === Number.POSITIVE_INFINITY) return v;
+    if (typeof v !== "number" || !Number.isInteger(v) || v < min)
+      this.fail(option, v, `an integer >= ${min}`);
+    return v;
+  }
+
+  /** A finite number in [min, max]. */
+  num(option: string, v: unknown, min: number, max = Number.POSITIVE_INFINITY): number {
+    if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max)
+      this.fail(
         option,
         v,
-        max === Number.POSITIVE_INFINITY ? `${what} ${minLabel}` : `${what} from ${min} to ${max}`,
+        Number.isFinite(max) ? range(min, max, "a number") : `a finite number >= ${min}`,
       );
+    return v;
+  }
+
+  /** Milliseconds: a finite number > 0. */
+  ms(option: string, v: unknown): number {
+    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
+      this.fail(option, v, "a finite number of milliseconds > 0");
+    return v;
+  }
+
+  oneOf<T extends string>(option: string, v: unknown, allowed: readonly T[]): T {
+    if (!allowed.includes(v as T))
+      this.fail(option, v, `one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}`);
+    return v as T;
+  }
+
+  fn<T>(option: string, v: unknown): T {
+    if (typeof v !== "function") this.fail(option, v, "a function");
+    return v as T;
+  }
+
+  str(option: string, v: unknown): string {
+    if (typeof v !== "string" || v === "") this.fail(option, v, "a non-empty string");
+    return v;
+  }
+
+  object(option: string, v: unknown): Record<string, unknown> {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) this.fail(option, v, "an object");
+    return v as Record<string, unknown>;
+  }
+
+  /** Rejects keys the owner does not know: a typo must not silently mean "default". */
+  known(option: string, v: Record<string, unknown>, keys: readonly string[]): void {
+    for (const k of Object.keys(v)) {
+      if (!keys.includes(k) && v[k] !== undefined)
+        this.fail(option ? `${option}.${k}` : k, v[k], `a known option (${keys.join(", ")})`);
     }
-    return v as number;
-  };
-  return {
-    fail,
-    /** An integer >= min (Infinity allowed only where `infinite`). */
-    int(option: string, v: unknown, min: number, infinite = false): number {
-      if (infinite && v === Number.POSITIVE_INFINITY) return v;
-      return number(option, v, min, Number.POSITIVE_INFINITY, true);
-    },
-    /** A finite number in [min, max]. */
-    num(option: string, v: unknown, min: number, max = Number.POSITIVE_INFINITY): number {
-      if (v === Number.POSITIVE_INFINITY && max === Number.POSITIVE_INFINITY)
-        fail(option, v, `a finite number >= ${min}`);
-      return number(option, v, min, max, false);
-    },
-    /** Milliseconds: a finite number > 0. */
-    ms(option: string, v: unknown): number {
-      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
-        fail(option, v, "a finite number of milliseconds > 0");
-      return v as number;
-    },
-    oneOf<T extends string>(option: string, v: unknown, allowed: readonly T[]): T {
-      if (!allowed.includes(v as T))
-        fail(option, v, `one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}`);
-      return v as T;
-    },
-    fn<T>(option: string, v: unknown): T {
-      if (typeof v !== "function") fail(option, v, "a function");
-      return v as T;
-    },
-    object(option: string, v: unknown): Record<string, unknown> {
-      if (v === null || typeof v !== "object" || Array.isArray(v)) fail(option, v, "an object");
-      return v as Record<string, unknown>;
-    },
-    /** Rejects keys the owner does not know: a typo must not silently mean "default". */
-    known(option: string, v: Record<string, unknown>, keys: readonly string[]): void {
-      for (const k of Object.keys(v)) {
-        if (!keys.includes(k) && v[k] !== undefined) {
-          fail(option ? `${option}.${k}` : k, v[k], `a known option (${keys.join(", ")})`);
-        }
-      }
-    },
-  };
+  }
 }
+
+export const validator = (owner: string): Validator => new Validator(owner);
+
+/** One option's rule: reads the given value (undefined when absent) and returns the
+ * resolved one, or fails naming the option. */
+export type Rule<T> = (v: Validator, name: string, value: unknown) => T;
+
+/** The table of an owner's options: the key list and every check derive from it. */
+export type Spec = Readonly<Record<string, Rule<unknown>>>;
+
+export type Parsed<S extends Spec> = { readonly [K in keyof S]: ReturnType<S[K]> };
+
+/**
+ * Validates `input` against `spec`: unknown keys are rejected, each rule resolves its key
+ * (`undefined` means the default; `null` is a bad value like any other).
+ */
+export function parseOptions<S extends Spec>(
+  owner: string | Validator,
+  spec: S,
+  input: unknown,
+  at = "",
+): Parsed<S> {
+  const v = typeof owner === "string" ? new Validator(owner) : owner;
+  const o = input === undefined ? {} : v.object(at || "options", input);
+  v.known(at, o, Object.keys(spec));
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(spec)) out[key] = spec[key]!(v, at ? `${at}.${key}` : key, o[key]);
+  return out as Parsed<S>;
+}
+
+const absent = (x: unknown): x is undefined => x === undefined;
+
+/** Rule builders for option tables. */
+export const opt = {
+  int:
+    (min: number, fallback: number, infinite = false): Rule<number> =>
+    (v, name, x) =>
+      absent(x) ? fallback : v.int(name, x, min, infinite),
+  num:
+    (min: number, max: number, fallback: number): Rule<number> =>
+    (v, name, x) =>
+      absent(x) ? fallback : v.num(name, x, min, max),
+  /** Milliseconds > 0; absent means `fallback` (Infinity: no limit). */
+  ms:
+    (fallback = Number.POSITIVE_INFINITY): Rule<number> =>
+    (v, name, x) =>
+      absent(x) ? fallback : v.ms(name, x),
+  oneOf:
+    <T extends string>(values: readonly T[], fallback: T): Rule<T> =>
+    (v, name, x) =>
+      absent(x) ? fallback : v.oneOf(name, x, values),
+  fn:
+    <F>(): Rule<F | undefined> =>
+    (v, name, x) =>
+      absent(x) ? undefined : v.fn<F>(name, x),
+  str: (): Rule<string | undefined> => (v, name, x) => (absent(x) ? undefined : v.str(name, x)),
+  /** Anything (checked where it is used, e.g. an AbortSignal by duck type). */
+  any:
+    <T>(check?: (x: unknown) => boolean, allowed = ""): Rule<T | undefined> =>
+    (v, name, x) => {
+      if (absent(x)) return undefined;
+      if (check && !check(x)) v.fail(name, x, allowed);
+      return x as T;
+    },
+  object:
+    <S extends Spec>(spec: S): Rule<Parsed<S>> =>
+    (v, name, x) =>
+      parseOptions(v, spec, x, name),
+};

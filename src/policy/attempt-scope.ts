@@ -1,25 +1,6 @@
 import type { Cancel, Clock } from "../core/clock.ts";
-
-export type TimeoutCause =
-  | "attempt"
-  | "deadline"
-  | "run-deadline"
-  | "first-token"
-  | "idle"
-  | "total";
-
-/** Our own timeout fired: the attempt was cut, which says nothing about the server. */
-export class AttemptTimeoutError extends Error {
-  override name = "AttemptTimeoutError";
-  readonly by: TimeoutCause;
-  readonly afterMs: number;
-
-  constructor(by: TimeoutCause, afterMs: number) {
-    super(`${by} timeout after ${afterMs} ms`);
-    this.by = by;
-    this.afterMs = afterMs;
-  }
-}
+import type { TimeoutCause } from "../core/deadline.ts";
+import { AttemptTimeoutError } from "../core/errors.ts";
 
 /**
  * One attempt's signal: aborts at its timeout, at the deadline or when the caller aborts,

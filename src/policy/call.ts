@@ -1,14 +1,20 @@
 import { classify } from "../core/classify.ts";
+import { attemptWindow, callDeadline, type Deadline } from "../core/deadline.ts";
+import { decide, type RetryState } from "../core/decide.ts";
 import {
   BreakwaterError,
   type GiveUpReason,
+  isOwnReason,
   type PartialResult,
   tagError,
 } from "../core/errors.ts";
-import { type Failure, UPSTREAM_KINDS } from "../core/failure.ts";
+import { type Failure, failure, KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import { scrubError } from "../core/redact.ts";
 import type { Usage } from "../core/usage.ts";
+import { opt, type Rule } from "../core/validate.ts";
+import { isRun, partsOf } from "../run/internal.ts";
+import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
 import { AttemptScope } from "./attempt-scope.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -25,36 +31,44 @@ export interface AttemptContext {
   readonly remainingMs: number;
 }
 
-export interface FailOptions {
-  usage?: Partial<Usage>;
-  failure?: Failure;
-  partial?: PartialResult;
-  retry?: false;
-  beforeWait?: () => unknown;
-}
-
 export interface CallOptions {
+  /** Cancels the call: the attempt in flight and any wait. */
   signal?: AbortSignal;
+  /** The run this call draws on (deadline, attempts, tokens). */
   run?: Run;
   /** Narrows retry for this call: return false to refuse a retry the policy would allow
    * (e.g. a write that may have executed). It can only make the policy stricter. */
   retryIf?: (failure: Failure, error: unknown) => boolean;
+  /** Classifies this call's errors before the policy's `classify` and the built-in one;
+   * return undefined to fall through to them. */
+  classify?: (error: unknown, nowMs: number) => Failure | undefined;
 }
 
-/** Reasons the policy raises as a BreakwaterError; the rest tag the provider's own error. */
-const OWN_REASONS: ReadonlySet<GiveUpReason> = new Set([
-  "deadline",
-  "budget",
-  "retry-after-too-long",
-  "circuit-open",
-  "stream-interrupted",
-  "attempt-timeout",
-  "run-attempts",
-  "run-deadline",
-  "run-tokens",
-  "run-retry-share",
-  "run-tool-failures",
-]);
+export interface FailOptions {
+  usage?: Partial<Usage> | undefined;
+  /** Overrides the classification (an adapter's in-band error). */
+  failure?: Failure;
+  /** Output already reached the consumer: giving up is a `stream-interrupted`. */
+  partial?: PartialResult | undefined;
+  /** Gives up whatever the failure (output was shown and may not be replayed). */
+  retry?: false;
+  /** Runs once the retry is decided, before the wait (restart mode's onDiscard). */
+  beforeWait?: () => unknown;
+}
+
+const isSignal = (s: unknown) =>
+  typeof (s as AbortSignal)?.addEventListener === "function" &&
+  typeof (s as AbortSignal)?.aborted === "boolean";
+
+/** The options every call takes: the table its validation derives from. */
+export const CALL_SPEC = {
+  signal: opt.any<AbortSignal>(isSignal, "an AbortSignal"),
+  run: opt.any<Run>(isRun, "a Run (new Run({ ... }))"),
+  retryIf: opt.fn<CallOptions["retryIf"]>(),
+  classify: opt.fn<CallOptions["classify"]>(),
+} satisfies Record<keyof CallOptions, Rule<unknown>>;
+
+const CANCELLED = failure("cancelled");
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
@@ -62,26 +76,26 @@ const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
     : { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0 };
 
 /**
- * One logical call: the state of its retry loop (DESIGN rules 1, 2, 6, 8). `execute` and
- * `stream` drive it: begin an attempt, then report success or failure; `fail` either
- * waits out the backoff and returns (retry) or throws the error the caller should see.
+ * One logical call: the state of its retry loop. `execute` and `stream` drive it: begin an
+ * attempt, then report success or failure. On failure the call asks `decide` for a verdict
+ * and performs it: waits out the backoff and returns (retry), or throws what the caller
+ * should see (docs/architecture.md, rules 1, 2, 6 and 8).
  */
 export class Call {
-  #ledger: Ledger | undefined;
-  readonly #startedAt: number;
+  readonly deadline: Deadline;
   readonly #o: ResolvedOptions;
   readonly #signal: AbortSignal | undefined;
-  readonly #run: Run | undefined;
+  readonly #limits: RunLimits | undefined;
   readonly #retryIf: CallOptions["retryIf"];
-  readonly deadline: number;
-  readonly deadlineReason: "deadline" | "run-deadline";
+  readonly #classify: CallOptions["classify"];
+  readonly #startedAt: number;
+  #ledger: Ledger | undefined;
   #attempt = 0;
   #attemptStart = 0;
   #waitBefore = 0;
-  #lastDelay = 0;
   #scope: AttemptScope | undefined;
   /** The clock reading taken at construction, reused by the first attempt (clock reads
-   * cost ~50 ns on these machines and dominate the success path). */
+   * cost ~50 ns and dominate the success path). */
   #startNow: number | undefined;
   #partial: PartialResult | undefined;
   #lastError: unknown;
@@ -90,16 +104,15 @@ export class Call {
   constructor(o: ResolvedOptions, options?: CallOptions) {
     this.#o = o;
     this.#signal = options?.signal;
-    this.#run = options?.run;
+    this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#retryIf = options?.retryIf;
+    this.#classify = options?.classify;
     const now = o.clock.now();
     this.#startNow = now;
     this.#startedAt = now;
-    const own = now + o.deadlineMs;
-    const runs = this.#run?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
-    this.deadline = Math.min(own, runs);
-    this.deadlineReason = runs < own ? "run-deadline" : "deadline";
-    this.#run?.addCall(this.ledger);
+    const runAllows = this.#limits?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
+    this.deadline = callDeadline(now, o.deadlineMs, runAllows);
+    this.#limits?.addCall(this.ledger);
   }
 
   /** Made on first use: a call that succeeds with nobody watching (no run, no onSuccess,
@@ -113,35 +126,40 @@ export class Call {
     return this.#attempt;
   }
 
-  /** Starts an attempt, or throws if the call may not make one (caller abort, run, breaker).
-   * The scope it returns is also the context the operation is handed. */
+  /** Starts an attempt, or throws if the call may not make one (caller abort, run,
+   * deadline, breaker). The scope it returns is also the context the operation is handed. */
   begin(): AttemptScope {
     const o = this.#o;
     const now = this.#startNow ?? o.clock.now();
     this.#startNow = undefined;
-    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
-    // Refusing a later attempt keeps the provider's last error as the cause (rule 8).
-    const last = this.#lastError;
-    const lastFailure = this.#lastFailure;
-    const refused = this.#run?.refuseAttempt(now);
-    if (refused) this.#giveUp(refused, last, lastFailure);
-    if (now >= this.deadline) this.#giveUp(this.deadlineReason, last, lastFailure);
-    if (o.breaker && !o.breaker.tryAcquire()) this.#giveUp("circuit-open", last, lastFailure);
+    this.#refuseAttempt(now);
     this.#attempt++;
-    this.#run?.addAttempt(this.#attempt > 1);
+    this.#limits?.addAttempt(this.#attempt > 1);
     this.#attemptStart = now;
-    const toDeadline = this.deadline - now;
-    const remainingMs = Math.min(o.attemptTimeoutMs, toDeadline);
+    const window = attemptWindow(now, o.attemptTimeoutMs, this.deadline);
     const scope = new AttemptScope(
       o.clock,
       this.#signal,
       this.#attempt,
-      this.deadline,
-      remainingMs,
+      this.deadline.at,
+      window.ms,
     );
-    scope.arm(remainingMs, o.attemptTimeoutMs <= toDeadline ? "attempt" : this.deadlineReason);
+    scope.arm(window.ms, window.by);
     this.#scope = scope;
     return scope;
+  }
+
+  /** Gives up before an attempt when the caller, the run, the deadline or the breaker say
+   * no; a later attempt refused keeps the provider's last error as the cause (rule 8). */
+  #refuseAttempt(now: number): void {
+    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
+    const last = this.#lastError;
+    const lastFailure = this.#lastFailure;
+    const refused = this.#limits?.refuseAttempt(now);
+    if (refused) this.#giveUp(refused, last, lastFailure);
+    if (now >= this.deadline.at) this.#giveUp(this.deadline.by, last, lastFailure);
+    if (this.#o.breaker && !this.#o.breaker.tryAcquire())
+      this.#giveUp("circuit-open", last, lastFailure);
   }
 
   usageOf(value: unknown): Usage | undefined {
@@ -158,92 +176,85 @@ export class Call {
     o.onSuccess?.({ attempts: this.#attempt, ledger: this.ledger });
   }
 
-  /** Classifies the failure of the attempt that is running. */
+  /** Classifies the failure of the attempt that is running: our own cuts first (rule 3). */
   classify(error: unknown): Failure {
     const scope = this.#scope;
-    if (scope?.callerAborted) return { kind: "cancelled", retryable: false };
-    if (scope?.timedOut)
-      return { kind: "timeout", retryable: true, code: `${scope.timedOut.by}_timeout` };
+    if (scope?.callerAborted) return CANCELLED;
+    if (scope?.timedOut) return failure("timeout", { code: `${scope.timedOut.by}_timeout` });
     const now = this.#o.clock.now();
-    return this.#o.classify?.(error, now) ?? classify(error, now);
+    return this.#classify?.(error, now) ?? this.#o.classify?.(error, now) ?? classify(error, now);
   }
 
-  /**
-   * The attempt failed. Waits and returns when the call should try again; otherwise
-   * throws what the caller should see. `failure` overrides the classification (an
-   * adapter's in-band error); `partial` means output already reached the consumer, so
-   * giving up is a `stream-interrupted`; `retry: false` gives up whatever the failure;
-   * `beforeWait` runs once the retry is decided (restart mode's onDiscard).
-   */
+  /** The attempt failed: waits and returns when the call should try again; otherwise
+   * throws what the caller should see. */
   async fail(error: unknown, more: FailOptions = {}): Promise<void> {
-    const o = this.#o;
-    const scope = this.#scope;
-    const f = more.failure ?? this.classify(error);
-    this.#lastError = error;
-    this.#lastFailure = f;
-    scope?.end();
-    this.#record("failed", f, fullUsage(more.usage));
-    if (UPSTREAM_KINDS.has(f.kind)) o.breaker?.onFailure();
-    else o.breaker?.onNeutral();
-    this.#partial = more.partial;
-
-    if (f.kind === "cancelled") {
-      this.#partial = undefined;
-      this.#giveUp("cancelled", this.#signal?.aborted ? this.#signal.reason : error, f);
-    }
-    if (more.retry === false) this.#giveUp("stream-interrupted", error, f);
-    const timedOut = scope?.timedOut;
-    if (timedOut?.by === "deadline" || timedOut?.by === "run-deadline")
-      this.#giveUp(timedOut.by, timedOut, f);
-    if (!f.retryable || this.#retryIf?.(f, error) === false)
-      this.#giveUp("not-retryable", error, f);
-    if (this.#attempt >= o.maxAttempts)
-      this.#giveUp(timedOut ? "attempt-timeout" : "attempts-exhausted", error, f);
-
-    const now = o.clock.now();
-    let delay: number;
-    const hint = f.retryAfterMs;
-    if (hint !== undefined) {
-      if (hint > o.retryAfterMaxMs) this.#giveUp("retry-after-too-long", error, f, hint);
-      // Never earlier than asked; a little jitter on top so clients told alike spread out.
-      delay = hint + o.random() * Math.min(o.retryAfterJitterMs, hint * 0.2);
-    } else {
-      delay = o.backoff.delay(this.#attempt, f.kind, this.#lastDelay, o.random);
-    }
-    if (now + delay >= this.deadline) this.#giveUp(this.deadlineReason, error, f, hint);
-    if (this.#run && now + delay >= this.#run.deadline)
-      this.#giveUp("run-deadline", error, f, hint);
-    const refused = this.#run?.refuseAttempt(now) ?? this.#run?.refuseRetry();
-    if (refused) this.#giveUp(refused, error, f);
-    if (o.breaker?.state === "open") this.#giveUp("circuit-open", error, f);
-    if (o.budget && !o.budget.tryAcquire()) this.#giveUp("budget", error, f);
-    const event = {
-      attempt: this.#attempt,
-      error,
-      failure: f,
-      delayMs: delay,
-      ledger: this.ledger,
-    };
-    if (o.onRetry?.(event) === false) {
-      o.budget?.refund();
-      this.#giveUp("vetoed", error, f);
-    }
+    const f = this.#settle(error, more);
+    const verdict = decide(this.#state(f, more), f, this.#o.clock.now(), this.#o);
+    if (!verdict.retry)
+      this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
+    this.#admit(verdict.delayMs, error, f);
     this.#partial = undefined;
     await more.beforeWait?.();
     try {
-      await o.clock.sleep(delay, this.#signal);
+      await this.#o.clock.sleep(verdict.delayMs, this.#signal);
     } catch {
-      this.#giveUp("cancelled", this.#signal?.reason, { kind: "cancelled", retryable: false });
+      this.#giveUp("cancelled", this.#signal?.reason, CANCELLED);
     }
-    this.#waitBefore = delay;
-    this.#lastDelay = delay;
+    this.#waitBefore = verdict.delayMs;
   }
 
-  #record(
-    outcome: "ok" | "failed",
-    failure: Failure | undefined,
-    usage: Usage | undefined,
-  ): number {
+  /** Books the failed attempt: classified, in the ledger, told to the breaker and budget. */
+  #settle(error: unknown, more: FailOptions): Failure {
+    const f = more.failure ?? this.classify(error);
+    this.#lastError = error;
+    this.#lastFailure = f;
+    this.#scope?.end();
+    this.#record("failed", f, fullUsage(more.usage));
+    const { breaker, budget } = this.#o;
+    if (KINDS[f.kind].upstream) breaker?.onFailure();
+    else breaker?.onNeutral();
+    budget?.onFailure?.(f);
+    this.#partial = more.partial;
+    return f;
+  }
+
+  #state(f: Failure, more: FailOptions): RetryState {
+    const limits = this.#limits;
+    return {
+      attempt: this.#attempt,
+      deadline: this.deadline,
+      previousDelayMs: this.#waitBefore,
+      emitted: more.retry === false,
+      timedOutBy: this.#scope?.timedOut?.by,
+      callerRefused: f.retryable && this.#retryIf?.(f, this.#lastError) === false,
+      runRefusal: limits && (limits.refuseAttempt(this.#o.clock.now()) ?? limits.refuseRetry()),
+    };
+  }
+
+  /** What the caller sees for a reason: the abort's own reason, our timeout, or the error. */
+  #errorFor(reason: GiveUpReason, error: unknown): unknown {
+    if (reason === "cancelled") {
+      this.#partial = undefined;
+      return this.#signal?.aborted ? this.#signal.reason : error;
+    }
+    const cut = this.#scope?.timedOut;
+    return cut !== undefined && cut.by === reason ? cut : error;
+  }
+
+  /** Asks the shared gates for the retry the rules allow: the breaker must not be open,
+   * the budget must grant it, and `onRetry` must not veto it. */
+  #admit(delayMs: number, error: unknown, f: Failure): void {
+    const o = this.#o;
+    if (o.breaker?.state === "open") this.#giveUp("circuit-open", error, f);
+    if (o.budget && !o.budget.tryAcquire()) this.#giveUp("budget", error, f);
+    const event = { attempt: this.#attempt, error, failure: f, delayMs, ledger: this.ledger };
+    if (o.onRetry?.(event) === false) {
+      o.budget?.refund?.();
+      this.#giveUp("vetoed", error, f);
+    }
+  }
+
+  #record(outcome: "ok" | "failed", f: Failure | undefined, usage: Usage | undefined): number {
     const now = this.#o.clock.now();
     const a: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
       attempt: this.#attempt,
@@ -252,16 +263,18 @@ export class Call {
       waitMs: this.#waitBefore,
       outcome,
     };
-    if (failure) a.failure = failure;
+    if (f) a.failure = f;
     if (usage) a.usage = usage;
     this.ledger.record(a);
     return now;
   }
 
+  /** Throws what the caller sees: a BreakwaterError for our own reasons, else the
+   * provider's own error tagged with the reason and ledger (rule 8), secrets masked. */
   #giveUp(
     reason: GiveUpReason,
     error: unknown,
-    failure: Failure | undefined,
+    f: Failure | undefined,
     retryAfterMs?: number,
   ): never {
     const ledger = this.ledger;
@@ -269,20 +282,14 @@ export class Call {
     if (partial !== undefined && reason !== "cancelled") reason = "stream-interrupted";
     ledger.endedAt = this.#o.clock.now();
     let thrown = error;
-    const foreign = error !== null && typeof error === "object";
-    if (OWN_REASONS.has(reason) || !foreign) {
-      thrown = new BreakwaterError(reason, {
-        cause: error,
-        ledger,
-        failure,
-        ...(retryAfterMs !== undefined && { retryAfterMs }),
-        ...(partial && { partial }),
-      });
+    if (isOwnReason(reason) || error === null || typeof error !== "object") {
+      const init = { cause: error, ledger, failure: f, retryAfterMs, partial };
+      thrown = new BreakwaterError(reason, init);
     } else {
-      tagError(error, reason, ledger, failure);
+      tagError(error, reason, ledger, f);
     }
-    scrubError(thrown); // secrets never leave (DESIGN rule 10): this is where errors leave
-    this.#o.onGiveUp?.({ reason, error: thrown, failure, ledger });
+    scrubError(thrown); // the one place errors leave a policy (rule 10)
+    this.#o.onGiveUp?.({ reason, error: thrown, failure: f, ledger });
     throw thrown;
   }
 }

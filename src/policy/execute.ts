@@ -1,11 +1,24 @@
 import type { Usage } from "../core/usage.ts";
+import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
-import { type AttemptContext, Call, type CallOptions } from "./call.ts";
+import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 export interface ExecuteOptions extends CallOptions {
   /** Reads token usage from the result (overrides the policy's `usage`). */
   usage?: (result: unknown) => Partial<Usage> | undefined;
+}
+
+const SPEC = {
+  ...CALL_SPEC,
+  usage: opt.fn<ExecuteOptions["usage"]>(),
+} satisfies Record<keyof ExecuteOptions, Rule<unknown>>;
+
+/** Checks what a caller hands `execute`; a bad value rejects naming it. */
+function check(operation: unknown, options: ExecuteOptions | undefined): void {
+  const v = new Validator("policy.execute");
+  v.fn("operation", operation);
+  if (options !== undefined) parseOptions(v, SPEC, options);
 }
 
 /** Runs `operation` under the policy: one logical call, as many attempts as the rules allow.
@@ -15,7 +28,13 @@ export function execute<T>(
   operation: (context: AttemptContext) => T | PromiseLike<T>,
   options?: ExecuteOptions,
 ): Promise<T> {
-  const call = new Call(o, options);
+  let call: Call;
+  try {
+    if (typeof operation !== "function" || options !== undefined) check(operation, options);
+    call = new Call(o, options);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   const readUsage = options?.usage;
   const attempt = (): Promise<T> => {
     let p: Promise<T>;

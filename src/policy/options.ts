@@ -1,13 +1,24 @@
-import { type Backoff, type BackoffOptions, backoff as makeBackoff } from "../core/backoff.ts";
-import { CircuitBreaker, type CircuitBreakerOptions } from "../core/breaker.ts";
-import { RetryBudget, type RetryBudgetOptions } from "../core/budget.ts";
+import { type Backoff, type BackoffOptions, isBackoff, parseBackoff } from "../core/backoff.ts";
+import {
+  type Breaker,
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+  isBreaker,
+} from "../core/breaker.ts";
+import {
+  type Admission,
+  isAdmission,
+  RetryBudget,
+  type RetryBudgetOptions,
+} from "../core/budget.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
+import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
-import { validator } from "../core/validate.ts";
+import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 
 export interface RetryEvent {
   /** The attempt that just failed (1 for the first). */
@@ -32,29 +43,35 @@ export interface SuccessEvent {
 }
 
 export interface PolicyOptions {
-  /** Attempts per logical call, including the first. Default 3. */
+  /** Attempts per logical call, including the first (p-retry's `retries: 2` is
+   * `maxAttempts: 3`). @default 3 */
   maxAttempts?: number;
+  /** The wait when the server gives no hint: options for the built-in full-jitter
+   * exponential backoff, or your own `Backoff`. @default { baseMs: 500, capMs: 8000 } */
   backoff?: BackoffOptions | Backoff;
   /** Retry-After is honoured up to `maxMs` (default 30 000); beyond it the call gives up
    * at once with reason `retry-after-too-long`. `jitterMs` (default 1 000) caps the small
    * random extra added on top so clients told the same value do not return together. */
   retryAfter?: { maxMs?: number; jitterMs?: number };
-  /** Each attempt's own timeout. Default: none. */
+  /** Each attempt's own timeout, in ms. @default none */
   attemptTimeoutMs?: number;
-  /** The logical call's deadline, set when it starts. Default: none. */
+  /** The logical call's deadline in ms, set when it starts. @default none */
   deadlineMs?: number;
-  /** Streams: time from the attempt's start to the first content chunk. Default: none. */
+  /** Streams: time from the attempt's start to the first content chunk. @default none */
   firstTokenTimeoutMs?: number;
-  /** Streams: the longest gap between chunks once content flows. Default: none. */
+  /** Streams: the longest gap between chunks once content flows. @default none */
   idleTimeoutMs?: number;
-  /** Streams: a cap on one attempt's whole duration. Default: none. */
+  /** Streams: a cap on one attempt's whole duration. @default none */
   totalTimeoutMs?: number;
-  /** Shared per upstream. Options make a budget shared by every call of this policy. */
-  budget?: RetryBudget | RetryBudgetOptions;
-  /** Shared per upstream. Options make a breaker shared by every call of this policy. */
-  breaker?: CircuitBreaker | CircuitBreakerOptions;
+  /** Admits retries per upstream: a `RetryBudget`, your own `Admission`, or options for a
+   * RetryBudget shared by every call of this policy. @default none */
+  budget?: Admission | RetryBudgetOptions;
+  /** Outside the retry loop: a `CircuitBreaker`, your own `Breaker`, or options for a
+   * CircuitBreaker shared by every call of this policy. @default none */
+  breaker?: Breaker | CircuitBreakerOptions;
+  /** @default systemClock */
   clock?: Clock;
-  /** [0, 1) source for jitter; inject for tests. Default Math.random. */
+  /** [0, 1) source for jitter; inject for tests. @default Math.random */
   random?: () => number;
   /** Runs before the built-in classifier; return undefined to fall through to it. */
   classify?: (error: unknown, nowMs: number) => Failure | undefined;
@@ -70,20 +87,16 @@ export interface PolicyOptions {
   onSuccess?: (event: SuccessEvent) => void;
 }
 
-export interface ResolvedOptions {
-  readonly maxAttempts: number;
-  readonly backoff: Backoff;
-  readonly retryAfterMaxMs: number;
-  readonly retryAfterJitterMs: number;
+/** The validated, frozen options a policy runs on. */
+export interface ResolvedOptions extends RetryRules {
   readonly attemptTimeoutMs: number;
   readonly deadlineMs: number;
   readonly firstTokenTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly totalTimeoutMs: number;
-  readonly budget: RetryBudget | undefined;
-  readonly breaker: CircuitBreaker | undefined;
+  readonly budget: Admission | undefined;
+  readonly breaker: Breaker | undefined;
   readonly clock: Clock;
-  readonly random: () => number;
   readonly classify: ((error: unknown, nowMs: number) => Failure | undefined) | undefined;
   readonly model: string | undefined;
   readonly price: Price | undefined;
@@ -93,99 +106,89 @@ export interface ResolvedOptions {
   readonly onSuccess: PolicyOptions["onSuccess"];
 }
 
-const KEYS = [
-  "maxAttempts",
-  "backoff",
-  "retryAfter",
-  "attemptTimeoutMs",
-  "deadlineMs",
-  "firstTokenTimeoutMs",
-  "idleTimeoutMs",
-  "totalTimeoutMs",
-  "budget",
-  "breaker",
-  "clock",
-  "random",
-  "classify",
-  "model",
-  "prices",
-  "usage",
-  "onRetry",
-  "onGiveUp",
-  "onSuccess",
-] as const;
+/** An optional timeout: none (Infinity) when absent, else ms > 0 up to a timer's limit. */
+const timeout: Rule<number> = (v, name, x) =>
+  x === undefined ? Number.POSITIVE_INFINITY : Math.min(v.ms(name, x), MAX_DELAY_MS);
 
-const isBackoff = (b: unknown): b is Backoff =>
-  typeof (b as Backoff | undefined)?.delay === "function";
+const isClock = (c: unknown): c is Clock =>
+  ["now", "sleep", "schedule"].every(
+    (m) => typeof (c as Record<string, unknown>)?.[m] === "function",
+  );
+
+const price: Rule<Price> = (v, name, x) => {
+  const p = v.object(name, x);
+  v.known(name, p, ["inputPerMillion", "outputPerMillion"]);
+  v.num(`${name}.inputPerMillion`, p.inputPerMillion, 0);
+  v.num(`${name}.outputPerMillion`, p.outputPerMillion, 0);
+  return p as unknown as Price;
+};
+
+const prices: Rule<Readonly<Record<string, Price>>> = (v, name, x) => {
+  if (x === undefined) return {};
+  const all = v.object(name, x);
+  for (const model of Object.keys(all)) price(v, `${name}.${model}`, all[model]);
+  return all as Record<string, Price>;
+};
+
+/** A value of our own making, one built by the user, or options to build ours from. */
+function either<T>(is: (x: unknown) => x is T, allowed: string): Rule<T | object | undefined> {
+  return (v: Validator, name: string, x: unknown) => {
+    if (x === undefined || is(x)) return x;
+    if (x === null || typeof x !== "object" || Array.isArray(x)) v.fail(name, x, allowed);
+    return x;
+  };
+}
+
+/** The one table of policy options: the key list and every check derive from it. */
+const SPEC = {
+  maxAttempts: opt.int(1, 3, true),
+  backoff: either(isBackoff, "a Backoff (an object with delay()) or backoff options"),
+  retryAfter: opt.object({
+    maxMs: opt.num(0, MAX_DELAY_MS, 30_000),
+    jitterMs: opt.num(0, MAX_DELAY_MS, 1_000),
+  }),
+  attemptTimeoutMs: timeout,
+  deadlineMs: timeout,
+  firstTokenTimeoutMs: timeout,
+  idleTimeoutMs: timeout,
+  totalTimeoutMs: timeout,
+  budget: either(isAdmission, "an Admission (tryAcquire, onSuccess) or RetryBudget options"),
+  breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
+  clock: opt.any<Clock>(
+    isClock,
+    "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()",
+  ),
+  random: opt.fn<() => number>(),
+  classify: opt.fn<ResolvedOptions["classify"]>(),
+  model: opt.str(),
+  prices,
+  usage: opt.fn<ResolvedOptions["usage"]>(),
+  onRetry: opt.fn<PolicyOptions["onRetry"]>(),
+  onGiveUp: opt.fn<PolicyOptions["onGiveUp"]>(),
+  onSuccess: opt.fn<PolicyOptions["onSuccess"]>(),
+} satisfies Record<keyof PolicyOptions, Rule<unknown>>;
 
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
-export function resolveOptions(options: PolicyOptions): ResolvedOptions {
-  const v = validator("policy");
-  const o = v.object("options", options);
-  v.known("", o, KEYS);
-  const fnOrUndef = <T>(name: string, x: unknown): T | undefined =>
-    x === undefined ? undefined : v.fn<T>(name, x);
-  const retryAfter = o.retryAfter === undefined ? {} : v.object("retryAfter", o.retryAfter);
-  v.known("retryAfter", retryAfter, ["maxMs", "jitterMs"]);
-  const clock = (o.clock ?? systemClock) as Clock;
-  if (
-    typeof clock.now !== "function" ||
-    typeof clock.sleep !== "function" ||
-    typeof clock.schedule !== "function"
-  ) {
-    v.fail(
-      "clock",
-      o.clock,
-      "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()",
-    );
-  }
-  const prices = o.prices === undefined ? {} : v.object("prices", o.prices);
-  for (const [model, p] of Object.entries(prices)) {
-    const price = v.object(`prices.${model}`, p);
-    v.num(`prices.${model}.inputPerMillion`, price.inputPerMillion, 0);
-    v.num(`prices.${model}.outputPerMillion`, price.outputPerMillion, 0);
-  }
-  if (o.model !== undefined && (typeof o.model !== "string" || o.model === ""))
-    v.fail("model", o.model, "a non-empty string");
-  const model = o.model as string | undefined;
-  const optionalMs = (name: string, x: unknown) =>
-    x === undefined ? Number.POSITIVE_INFINITY : Math.min(v.ms(name, x), MAX_DELAY_MS);
-
-  let budget: RetryBudget | undefined;
-  if (o.budget instanceof RetryBudget) budget = o.budget;
-  else if (o.budget !== undefined) budget = new RetryBudget(v.object("budget", o.budget));
-  let breaker: CircuitBreaker | undefined;
-  if (o.breaker instanceof CircuitBreaker) breaker = o.breaker;
-  else if (o.breaker !== undefined)
-    breaker = new CircuitBreaker({ clock, ...v.object("breaker", o.breaker) });
-
+export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
+  const { retryAfter, prices, budget, breaker, backoff, clock, random, ...rest } = parseOptions(
+    v,
+    SPEC,
+    options,
+  );
+  const time = clock ?? systemClock;
+  const model = rest.model;
   return Object.freeze({
-    maxAttempts: v.int("maxAttempts", o.maxAttempts ?? 3, 1, true),
-    backoff: isBackoff(o.backoff) ? o.backoff : makeBackoff((o.backoff ?? {}) as BackoffOptions),
-    retryAfterMaxMs:
-      retryAfter.maxMs === undefined
-        ? 30_000
-        : v.num("retryAfter.maxMs", retryAfter.maxMs, 0, MAX_DELAY_MS),
-    retryAfterJitterMs:
-      retryAfter.jitterMs === undefined
-        ? 1_000
-        : v.num("retryAfter.jitterMs", retryAfter.jitterMs, 0, MAX_DELAY_MS),
-    attemptTimeoutMs: optionalMs("attemptTimeoutMs", o.attemptTimeoutMs),
-    deadlineMs: optionalMs("deadlineMs", o.deadlineMs),
-    firstTokenTimeoutMs: optionalMs("firstTokenTimeoutMs", o.firstTokenTimeoutMs),
-    idleTimeoutMs: optionalMs("idleTimeoutMs", o.idleTimeoutMs),
-    totalTimeoutMs: optionalMs("totalTimeoutMs", o.totalTimeoutMs),
-    budget,
-    breaker,
-    clock,
-    random: (o.random === undefined ? Math.random : v.fn("random", o.random)) as () => number,
-    classify: fnOrUndef<ResolvedOptions["classify"]>("classify", o.classify),
-    model,
-    price:
-      model === undefined || !Object.hasOwn(prices, model) ? undefined : (prices[model] as Price),
-    usage: fnOrUndef<ResolvedOptions["usage"]>("usage", o.usage),
-    onRetry: fnOrUndef<ResolvedOptions["onRetry"]>("onRetry", o.onRetry),
-    onGiveUp: fnOrUndef<ResolvedOptions["onGiveUp"]>("onGiveUp", o.onGiveUp),
-    onSuccess: fnOrUndef<ResolvedOptions["onSuccess"]>("onSuccess", o.onSuccess),
+    ...rest,
+    backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
+    retryAfterMaxMs: retryAfter.maxMs,
+    retryAfterJitterMs: retryAfter.jitterMs,
+    budget: isAdmission(budget) || budget === undefined ? budget : new RetryBudget(budget),
+    breaker:
+      isBreaker(breaker) || breaker === undefined
+        ? breaker
+        : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
+    clock: time,
+    random: random ?? Math.random,
+    price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],
   });
 }

@@ -1,7 +1,9 @@
+import { Validator } from "../core/validate.ts";
 import type { AttemptContext } from "./call.ts";
 import { type ExecuteOptions, execute } from "./execute.ts";
 import { type PolicyOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
-import { GuardedStream, type OpenStream, type StreamOptions } from "./stream.ts";
+import { GuardedStream } from "./stream.ts";
+import type { OpenStream, StreamOptions } from "./stream-options.ts";
 
 export type Operation<T> = (context: AttemptContext) => T | PromiseLike<T>;
 
@@ -17,7 +19,7 @@ export interface Policy {
 
 /** Builds an immutable retry policy. Every option is validated here, not at first use. */
 export function policy(options: PolicyOptions = {}): Policy {
-  const resolved = resolveOptions(options);
+  const resolved = resolveOptions(options, new Validator("policy"));
   return Object.freeze({
     options: resolved,
     execute: <T>(operation: Operation<T>, opts?: ExecuteOptions) =>

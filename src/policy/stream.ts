@@ -1,38 +1,17 @@
+import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
-import { validator } from "../core/validate.ts";
-import type { AttemptScope, TimeoutCause } from "./attempt-scope.ts";
-import { type AttemptContext, Call, type CallOptions } from "./call.ts";
+import type { AttemptScope } from "./attempt-scope.ts";
+import { Call } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
+import {
+  type OpenStream,
+  type ResolvedStream,
+  resolveStream,
+  type StreamOptions,
+} from "./stream-options.ts";
 
-export type StreamMode = "no-replay" | "buffer" | "restart";
-
-export interface DiscardInfo<C> {
-  /** The attempt whose output the UI should drop. */
-  readonly attempt: number;
-  readonly chunks: readonly C[];
-  readonly error: unknown;
-}
-
-export interface StreamOptions<C> extends CallOptions {
-  /** Turns an in-band error chunk (an error event inside an HTTP 200) into an error to
-   * classify; return undefined for a normal chunk. */
-  inspect?: (chunk: C) => unknown;
-  /** Reads usage from a chunk; each field keeps its latest reported value. */
-  usage?: (chunk: C) => Partial<Usage> | undefined;
-  /** Which chunks are content. Chunks before the first content chunk (a role header, a
-   * message_start, a ping) are held back, so a failure before any content is retried
-   * even though bytes arrived. Default: every chunk is content. */
-  isContent?: (chunk: C) => boolean;
-  /** "no-replay" (default): never retry once a chunk reached the consumer. "buffer": hold
-   * the whole answer and emit it after success, so mid-stream failures can be retried.
-   * "restart": retry a mid-stream failure after calling `onDiscard`. */
-  mode?: StreamMode;
-  onDiscard?: (info: DiscardInfo<C>) => unknown;
-  firstTokenTimeoutMs?: number;
-  idleTimeoutMs?: number;
-  totalTimeoutMs?: number;
-}
+export type { DiscardInfo, OpenStream, StreamMode, StreamOptions } from "./stream-options.ts";
 
 export interface StreamOutcome {
   readonly ledger: Ledger;
@@ -44,24 +23,6 @@ export interface StreamOutcome {
   readonly stopped: boolean;
 }
 
-export type OpenStream<C> = (
-  context: AttemptContext,
-) => AsyncIterable<C> | PromiseLike<AsyncIterable<C>>;
-
-const MODES = ["no-replay", "buffer", "restart"] as const;
-const STREAM_KEYS = [
-  "signal",
-  "run",
-  "inspect",
-  "usage",
-  "isContent",
-  "mode",
-  "onDiscard",
-  "firstTokenTimeoutMs",
-  "idleTimeoutMs",
-  "totalTimeoutMs",
-  "retryIf",
-];
 const noop = () => {};
 
 /** What the slow path must do after a read: pull again, or handle a failure. */
@@ -78,7 +39,7 @@ function closeIterator(it: AsyncIterator<unknown> | undefined): void {
 }
 
 /**
- * The provider's chunks under the policy (DESIGN rule 4): a failure before the first
+ * The provider's chunks under the policy (docs/architecture.md, rule 4): a failure before the first
  * content chunk reaches the consumer is retried; after it, nothing is replayed and the
  * iterator throws a `stream-interrupted` BreakwaterError carrying the partial result.
  */
@@ -88,14 +49,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   readonly #call: Call;
   readonly #o: ResolvedOptions;
   readonly #open: OpenStream<C>;
-  readonly #inspect: ((chunk: C) => unknown) | undefined;
-  readonly #readUsage: ((chunk: C) => Partial<Usage> | undefined) | undefined;
-  readonly #isContent: ((chunk: C) => boolean) | undefined;
-  readonly #mode: StreamMode;
-  readonly #onDiscard: ((info: DiscardInfo<C>) => unknown) | undefined;
-  readonly #firstTokenMs: number;
-  readonly #idleMs: number;
-  readonly #totalMs: number;
+  readonly #s: ResolvedStream<C>;
   readonly #signal: AbortSignal | undefined;
   #resolve!: (o: StreamOutcome) => void;
   #reject!: (e: unknown) => void;
@@ -115,33 +69,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #finished = false;
 
   constructor(o: ResolvedOptions, open: OpenStream<C>, options: StreamOptions<C> = {}) {
-    const v = validator("policy.stream");
-    v.fn("open", open);
-    v.known("", v.object("options", options), STREAM_KEYS);
-    const fn = <T>(name: string, x: unknown) => (x === undefined ? undefined : v.fn<T>(name, x));
-    const ms = (name: string, own: unknown, fallback: number) =>
-      own === undefined ? fallback : v.ms(name, own);
+    this.#s = resolveStream(o, open, options);
     this.#o = o;
     this.#open = open;
-    this.#inspect = fn("inspect", options.inspect);
-    this.#readUsage = fn("usage", options.usage);
-    this.#isContent = fn("isContent", options.isContent);
-    this.#mode = v.oneOf("mode", options.mode ?? "no-replay", MODES);
-    this.#onDiscard = fn("onDiscard", options.onDiscard);
-    if (this.#mode === "restart" && this.#onDiscard === undefined) {
-      v.fail(
-        "onDiscard",
-        undefined,
-        'a function when mode is "restart" (the UI must drop the partial answer first)',
-      );
-    }
-    this.#firstTokenMs = ms(
-      "firstTokenTimeoutMs",
-      options.firstTokenTimeoutMs,
-      o.firstTokenTimeoutMs,
-    );
-    this.#idleMs = ms("idleTimeoutMs", options.idleTimeoutMs, o.idleTimeoutMs);
-    this.#totalMs = ms("totalTimeoutMs", options.totalTimeoutMs, o.totalTimeoutMs);
     this.#signal = options.signal;
     this.done = new Promise<StreamOutcome>((resolve, reject) => {
       this.#resolve = resolve;
@@ -249,25 +179,25 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       return AGAIN;
     }
     const chunk = r.value;
-    if (this.#inspect !== undefined) {
-      const inBand = this.#inspect(chunk);
+    if (this.#s.inspect !== undefined) {
+      const inBand = this.#s.inspect(chunk);
       if (inBand !== undefined) return { failed: inBand };
     }
-    if (this.#readUsage !== undefined) this.#noteUsage(chunk);
+    if (this.#s.usage !== undefined) this.#noteUsage(chunk);
     if (!this.#contentSeen) {
-      if (this.#isContent !== undefined && !this.#isContent(chunk)) {
+      if (this.#s.isContent !== undefined && !this.#s.isContent(chunk)) {
         this.#held.push(chunk);
         return AGAIN;
       }
       this.#contentSeen = true;
-      if (this.#idleMs !== Number.POSITIVE_INFINITY) this.#lastChunkAt = this.#o.clock.now();
+      if (this.#s.idleMs !== Number.POSITIVE_INFINITY) this.#lastChunkAt = this.#o.clock.now();
       this.#armWatchdog();
-    } else if (this.#idleMs !== Number.POSITIVE_INFINITY) {
+    } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY) {
       this.#lastChunkAt = this.#o.clock.now();
     }
-    if (this.#mode === "buffer" || this.#held.length > 0) {
+    if (this.#s.mode === "buffer" || this.#held.length > 0) {
       this.#held.push(chunk);
-      if (this.#mode !== "buffer") this.#flushHeld();
+      if (this.#s.mode !== "buffer") this.#flushHeld();
       return AGAIN;
     }
     this.#delivered.push(chunk);
@@ -343,34 +273,43 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
    * content) or idle (after). The idle timer re-checks when it fires instead of being
    * re-armed on every chunk: a chunk costs one clock read, not a timer. */
   #armWatchdog() {
-    const o = this.#o;
+    const now = this.#o.clock.now();
+    const next = this.#nextLimit();
     const scope = this.#scope!;
-    const call = this.#call;
-    const now = o.clock.now();
-    let at = call.deadline;
-    let by: TimeoutCause = call.deadlineReason;
-    const consider = (t: number, cause: TimeoutCause) => {
-      if (t < at) {
-        at = t;
-        by = cause;
-      }
-    };
-    consider(this.#attemptStart + this.#totalMs, "total");
-    if (!this.#contentSeen) {
-      consider(this.#attemptStart + o.attemptTimeoutMs, "attempt");
-      consider(this.#attemptStart + this.#firstTokenMs, "first-token");
+    if (next.by === "idle") {
+      scope.arm(
+        next.at - now,
+        "idle",
+        () => this.#lastChunkAt + this.#s.idleMs - this.#o.clock.now(),
+      );
     } else {
-      consider(this.#lastChunkAt + this.#idleMs, "idle");
-    }
-    if ((by as TimeoutCause) === "idle") {
-      scope.arm(at - now, by, () => this.#lastChunkAt + this.#idleMs - o.clock.now());
-    } else {
-      scope.arm(at === Number.POSITIVE_INFINITY ? at : Math.max(0, at - now), by);
+      scope.arm(
+        next.at === Number.POSITIVE_INFINITY ? next.at : Math.max(0, next.at - now),
+        next.by,
+      );
     }
   }
 
+  /** The nearest of the call's deadline, the total cap, and first-token (before content)
+   * or idle (after); the deadline wins a tie. */
+  #nextLimit(): Limit {
+    const start = this.#attemptStart;
+    const total: Limit = { at: start + this.#s.totalMs, by: "total" };
+    if (this.#contentSeen)
+      return earliest<TimeoutCause>(this.#call.deadline, total, {
+        at: this.#lastChunkAt + this.#s.idleMs,
+        by: "idle",
+      });
+    return earliest<TimeoutCause>(
+      this.#call.deadline,
+      total,
+      { at: start + this.#o.attemptTimeoutMs, by: "attempt" },
+      { at: start + this.#s.firstTokenMs, by: "first-token" },
+    );
+  }
+
   #noteUsage(chunk: C) {
-    const u = this.#readUsage!(chunk);
+    const u = this.#s.usage!(chunk);
     if (u === undefined) return;
     if (u.inputTokens !== undefined) this.#input = u.inputTokens;
     if (u.outputTokens !== undefined) this.#output = u.outputTokens;
@@ -386,7 +325,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#call.succeed(this.#attemptUsage());
     this.#succeeded = true;
     this.#source = undefined;
-    if (this.#mode === "buffer" || this.#held.length > 0) this.#flushHeld();
+    if (this.#s.mode === "buffer" || this.#held.length > 0) this.#flushHeld();
   }
 
   async #attemptFailed(error: unknown): Promise<void> {
@@ -399,9 +338,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#resetAttempt();
     if (!emitted) {
       await this.#call.fail(error, { usage });
-    } else if (this.#mode === "restart") {
+    } else if (this.#s.mode === "restart") {
       const attempt = this.#call.attempt;
-      const onDiscard = this.#onDiscard!;
+      const onDiscard = this.#s.onDiscard!;
       await this.#call.fail(error, {
         usage,
         partial,

@@ -1,4 +1,4 @@
-import type { Price, Usage } from "../core/usage.ts";
+import type { Price, Usage } from "../index.ts";
 import { inTrigger, type Scenario } from "./scenarios.ts";
 
 /** Per-second series, all of length durationS. */

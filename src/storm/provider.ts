@@ -1,4 +1,4 @@
-import type { Usage } from "../core/usage.ts";
+import type { Usage } from "../index.ts";
 import { inTrigger, type ProviderSpec } from "./scenarios.ts";
 import { SimHttpError, type SimProviderApi, type SimRequest, type World } from "./types.ts";
 

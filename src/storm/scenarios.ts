@@ -1,4 +1,4 @@
-import type { Price } from "../core/usage.ts";
+import type { Price } from "../index.ts";
 
 export interface ProviderSpec {
   /** Requests in service at once. */

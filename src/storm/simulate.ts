@@ -1,6 +1,5 @@
-import { VirtualClock } from "../core/clock.ts";
-import { mulberry32 } from "../core/random.ts";
-import type { Usage } from "../core/usage.ts";
+import { type Usage, VirtualClock } from "../index.ts";
+import { mulberry32 } from "../testing/index.ts";
 import { Metrics, type StackResult } from "./metrics.ts";
 import { SimProvider } from "./provider.ts";
 import type { Scenario } from "./scenarios.ts";

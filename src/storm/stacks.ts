@@ -1,21 +1,20 @@
-import type { Backoff } from "../core/backoff.ts";
-import { CircuitBreaker } from "../core/breaker.ts";
-import { RetryBudget } from "../core/budget.ts";
-import { classify } from "../core/classify.ts";
-import type { Failure } from "../core/failure.ts";
-import type { PolicyOptions } from "../policy/options.ts";
-import { type Policy, policy } from "../policy/policy.ts";
-import { Run } from "../run/run.ts";
-import { guardTool } from "../tools/guard-tool.ts";
+import {
+  type Backoff,
+  CircuitBreaker,
+  classify,
+  type Failure,
+  guardTool,
+  type Policy,
+  type PolicyOptions,
+  policy,
+  RetryBudget,
+  Run,
+} from "../index.ts";
 import type { StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
 
 /** A peer's own backoff formula, as a Backoff the policy can run. */
 function formula(name: string, delay: (n: number, random: () => number) => number): Backoff {
   return Object.freeze({
-    baseMs: 0,
-    capMs: Number.POSITIVE_INFINITY,
-    jitter: "none" as const,
-    rateLimitBaseMs: 0,
     name,
     delay: (n: number, _kind: unknown, _prev: number, random: () => number) => delay(n, random),
   });

@@ -1,5 +1,4 @@
-import type { Clock } from "../core/clock.ts";
-import type { Usage } from "../core/usage.ts";
+import type { Clock, Usage } from "../index.ts";
 import type { Metrics } from "./metrics.ts";
 import type { TriggerSpec } from "./scenarios.ts";
 

@@ -1,5 +1,4 @@
-import type { Clock } from "../core/clock.ts";
-import type { Usage } from "../core/usage.ts";
+import type { Clock, Usage } from "../index.ts";
 
 /** One scripted answer of a fake model: an HTTP-shaped failure, or text. */
 export type FakeStep =

@@ -1,4 +1,4 @@
-import type { Clock } from "../core/clock.ts";
+import type { Clock } from "../index.ts";
 
 /** One step of a scripted stream. */
 export type StreamStep<C> =

@@ -1,4 +1,4 @@
-export { VirtualClock } from "../core/clock.ts";
+export { VirtualClock } from "../index.ts";
 export { countTokens, FakeModel, type FakeResult, type FakeStep } from "./fake-model.ts";
 export { FakeStream, type StreamStep } from "./fake-stream.ts";
 export type {
@@ -16,3 +16,4 @@ export {
   startFaultServer,
 } from "./fault-server/server.ts";
 export type { Arrival, FaultStats, ToolStats } from "./fault-server/stats.ts";
+export { mulberry32 } from "./random.ts";

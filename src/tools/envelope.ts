@@ -1,5 +1,5 @@
 import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
-import type { Failure, FailureKind } from "../core/failure.ts";
+import { type Failure, type FailureKind, failure, KINDS } from "../core/failure.ts";
 import { redact } from "../core/redact.ts";
 
 /** What the model should do about a failed tool call. */
@@ -34,7 +34,8 @@ const ARGUMENT_ERRORS = new Set([
   "InvalidToolArgumentsError",
 ]);
 
-const CODES: Record<FailureKind, string> = {
+/** The one table of envelope codes: what the model is told for each kind of failure. */
+const CODES: Readonly<Record<FailureKind, string>> = {
   rate_limited: "RATE_LIMITED",
   overloaded: "UNAVAILABLE",
   server_error: "UNAVAILABLE",
@@ -50,13 +51,29 @@ const CODES: Record<FailureKind, string> = {
   unknown: "INTERNAL",
 };
 
-const TRANSIENT: ReadonlySet<FailureKind> = new Set([
-  "rate_limited",
-  "overloaded",
-  "server_error",
-  "timeout",
-  "transport",
+/** Codes a tool may report as a value, read back as the kind they stand for (the first
+ * kind with that code), plus gRPC's name for a rate limit. */
+const KIND_OF_CODE: ReadonlyMap<string, FailureKind> = new Map([
+  ...(Object.entries(CODES) as [FailureKind, string][])
+    .reverse()
+    .map(([kind, code]) => [code, kind] as const),
+  ["RESOURCE_EXHAUSTED", "rate_limited"],
 ]);
+
+/** A code a tool reports for an outage (UNAVAILABLE, RATE_LIMITED, RESOURCE_EXHAUSTED). */
+export function isTransientCode(code: unknown): boolean {
+  const kind = typeof code === "string" ? KIND_OF_CODE.get(code) : undefined;
+  return kind !== undefined && KINDS[kind].retryable;
+}
+
+/** The failure a tool reported as a value and flagged transient: the kind its code stands
+ * for, or an outage of the dependency when the code means nothing to us. */
+export function transientFailure(code: string | undefined): Failure {
+  const kind = code === undefined ? undefined : KIND_OF_CODE.get(code);
+  return failure(kind !== undefined && KINDS[kind].retryable ? kind : "overloaded", {
+    ...(code !== undefined && { code }),
+  });
+}
 
 const MESSAGES: Record<ToolAction, string> = {
   retry_later:
@@ -85,6 +102,13 @@ export function isArgumentError(error: unknown): boolean {
   return false;
 }
 
+/** Reasons that mean "the dependency could not be reached in time; nothing to fix". */
+const LATER: ReadonlySet<GiveUpReason> = new Set([
+  "circuit-open",
+  "budget",
+  "retry-after-too-long",
+]);
+
 /** The envelope for a call the guard gave up on. */
 export function envelopeFor(
   error: unknown,
@@ -94,19 +118,18 @@ export function envelopeFor(
   const detail = error instanceof Error ? error.message : undefined;
   if (outcomeUnknown) return envelope("OUTCOME_UNKNOWN", "check_state", detail);
   if (isArgumentError(error)) return envelope("INVALID_ARGUMENT", "fix_arguments", detail);
-  if (reason === "circuit-open" || reason === "budget" || reason === "retry-after-too-long") {
-    return envelope(reason === "budget" ? "UNAVAILABLE" : "UNAVAILABLE", "retry_later", detail);
-  }
-  if (error instanceof BreakwaterError && (reason === "deadline" || reason === "attempt-timeout")) {
+  const ours = error instanceof BreakwaterError;
+  if (
+    (reason !== undefined && LATER.has(reason)) ||
+    (ours && (reason === "deadline" || reason === "attempt-timeout"))
+  )
     return envelope("UNAVAILABLE", "retry_later", detail);
-  }
-  const f: Failure | undefined = failureOf(error);
+  const f = failureOf(error);
   const kind = f?.kind ?? "unknown";
   if (
     kind === "invalid_request" &&
-    (f?.status === 400 || f?.status === 422 || f?.status === undefined)
-  ) {
+    (f?.status === undefined || f.status === 400 || f.status === 422)
+  )
     return envelope("INVALID_ARGUMENT", "fix_arguments", detail);
-  }
-  return envelope(CODES[kind], TRANSIENT.has(kind) ? "retry_later" : "do_not_retry", detail);
+  return envelope(CODES[kind], KINDS[kind].retryable ? "retry_later" : "do_not_retry", detail);
 }

@@ -1,14 +1,23 @@
 import { randomUUID } from "node:crypto";
-import type { CircuitBreaker } from "../core/breaker.ts";
-import type { RetryBudget } from "../core/budget.ts";
+import type { Breaker, CircuitBreakerOptions } from "../core/breaker.ts";
+import type { Admission, RetryBudgetOptions } from "../core/budget.ts";
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
-import { validator } from "../core/validate.ts";
+import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import { policy as makePolicy, type Policy } from "../policy/policy.ts";
+import { partsOf } from "../run/internal.ts";
 import type { Run } from "../run/run.ts";
+import type { ToolMemo } from "../run/tool-memo.ts";
 import { argsDigest } from "./canonical.ts";
-import { envelopeFor, isArgumentError, ToolError, type ToolErrorEnvelope } from "./envelope.ts";
+import {
+  envelopeFor,
+  isArgumentError,
+  isTransientCode,
+  ToolError,
+  type ToolErrorEnvelope,
+  transientFailure,
+} from "./envelope.ts";
 
 /** What running a tool twice does. */
 export type Effect = "read" | "idempotent" | "unsafe";
@@ -39,25 +48,28 @@ export interface GuardedCallOptions {
 export type ResultVerdict = "ok" | { retryable: boolean; code?: string };
 
 export interface GuardToolSpec<R> {
+  /** The tool's name: 1 to 64 letters, digits, '_', '.' or '-'. */
   name: string;
+  /** What running it twice does: decides what may be retried. */
   effect: Effect;
-  /** A policy, or its options. Default: 3 attempts, full jitter from 200 ms, cap 2 s. */
+  /** A policy, or its options. @default 3 attempts, full jitter from 200 ms, cap 2 s */
   policy?: Policy | PolicyOptions;
   /** Shared per dependency (only with policy options). */
-  budget?: RetryBudget;
+  budget?: Admission | RetryBudgetOptions;
   /** Shared per dependency, outside the retry (only with policy options). */
-  breaker?: CircuitBreaker;
+  breaker?: Breaker | CircuitBreakerOptions;
   attemptTimeoutMs?: number;
   deadlineMs?: number;
-  /** Reads errors that arrive as values. Default: the `{status:"error", error:{code,
-   * retryable}}` convention; UNAVAILABLE and RATE_LIMITED codes are transient. */
+  /** Reads errors that arrive as values. @default the `{status:"error", error:{code,
+   * retryable}}` convention; UNAVAILABLE and RATE_LIMITED codes are transient */
   readResult?: (value: R) => ResultVerdict;
-  /** "envelope" (default): give the model an error envelope. "throw": throw a ToolError
-   * carrying it, for the framework's error callbacks. */
+  /** "envelope": give the model an error envelope. "throw": throw a ToolError carrying
+   * it, for the framework's error callbacks. @default "envelope" */
   errors?: "envelope" | "throw";
   /** The run, when the guard is built for one (or a function returning the current one). */
   run?: Run | (() => Run | undefined);
-  /** How long a `retry_later` answer stands for an identical call in the same run. Default 30 s. */
+  /** How long a `retry_later` answer stands for an identical call in the same run.
+   * @default 30000 */
   retryLaterMs?: number;
 }
 
@@ -66,7 +78,6 @@ export type GuardedTool<A, R> = (
   options?: GuardedCallOptions,
 ) => Promise<R | ToolErrorEnvelope>;
 
-const TRANSIENT_CODES = new Set(["UNAVAILABLE", "RATE_LIMITED", "RESOURCE_EXHAUSTED"]);
 const NEVER_RAN_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN"]);
 
 /** The `{status:"error", error:{code, retryable}}` convention. A generic error with no
@@ -79,26 +90,28 @@ export function readEnvelope(value: unknown): ResultVerdict {
   )
     return "ok";
   const e = (value as { error?: unknown }).error;
-  const code = e !== null && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
-  const flagged =
-    e !== null && typeof e === "object" && (e as { retryable?: unknown }).retryable === true;
-  const transient = typeof code === "string" && (TRANSIENT_CODES.has(code) || flagged);
-  return { retryable: transient, ...(typeof code === "string" && { code }) };
+  const fields =
+    e !== null && typeof e === "object" ? (e as { code?: unknown; retryable?: unknown }) : {};
+  const code = typeof fields.code === "string" ? fields.code : undefined;
+  const transient = code !== undefined && (isTransientCode(code) || fields.retryable === true);
+  return { retryable: transient, ...(code !== undefined && { code }) };
 }
 
-/** A tool's error value, raised so the policy retries it; the last one is what the model gets. */
+/** A tool's error value, raised so the policy retries it; the last one is what the model
+ * gets. It carries its own classification: nothing about it is HTTP. */
 class ToolResultFailure extends Error {
   override name = "ToolResultFailure";
   readonly result: unknown;
-  readonly status: number;
-  readonly code: string;
+  readonly failure: Failure;
   constructor(result: unknown, code: string | undefined) {
     super(`the tool reported ${code ?? "an error"}`);
     this.result = result;
-    this.code = code ?? "UNAVAILABLE";
-    this.status = this.code === "RATE_LIMITED" || this.code === "RESOURCE_EXHAUSTED" ? 429 : 503;
+    this.failure = transientFailure(code);
   }
 }
+
+const classifyResult = (error: unknown): Failure | undefined =>
+  error instanceof ToolResultFailure ? error.failure : undefined;
 
 /** Failures that prove the dependency did nothing: safe to repeat even an unsafe write. */
 function provesNothingRan(f: Failure, error: unknown): boolean {
@@ -108,150 +121,165 @@ function provesNothingRan(f: Failure, error: unknown): boolean {
 }
 
 const DEFAULT_POLICY: PolicyOptions = { maxAttempts: 3, backoff: { baseMs: 200, capMs: 2_000 } };
+const POLICY_PARTS = ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const;
+const isPolicy = (p: unknown): p is Policy => typeof (p as Policy)?.execute === "function";
+const isRunOrFn = (r: unknown) => typeof r === "function" || partsOf(r) !== undefined;
 
-function buildPolicy<R>(spec: GuardToolSpec<R>, v: ReturnType<typeof validator>): Policy {
-  const given = spec.policy;
-  const isPolicy = given !== undefined && typeof (given as Policy).execute === "function";
-  if (isPolicy) {
-    for (const k of ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const) {
-      if (spec[k] !== undefined)
-        v.fail(k, spec[k], "set on the policy itself when a built policy is given");
-    }
-    return given as Policy;
+const SPEC = {
+  name: (v, name, x) => {
+    if (typeof x !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(x))
+      v.fail(name, x, "1 to 64 letters, digits, '_', '.' or '-'");
+    return x;
+  },
+  effect: (v, name, x) => v.oneOf(name, x, ["read", "idempotent", "unsafe"] as const),
+  policy: opt.any<Policy | PolicyOptions>(
+    (p) => p !== null && typeof p === "object",
+    "a Policy or policy options",
+  ),
+  budget: opt.any<GuardToolSpec<unknown>["budget"]>(),
+  breaker: opt.any<GuardToolSpec<unknown>["breaker"]>(),
+  attemptTimeoutMs: opt.any<number>(),
+  deadlineMs: opt.any<number>(),
+  readResult: opt.fn<(value: unknown) => ResultVerdict>(),
+  errors: opt.oneOf(["envelope", "throw"] as const, "envelope"),
+  run: opt.any<GuardToolSpec<unknown>["run"]>(isRunOrFn, "a Run, or a function returning one"),
+  retryLaterMs: opt.num(0, Number.MAX_SAFE_INTEGER, 30_000),
+} satisfies Record<keyof GuardToolSpec<unknown>, Rule<unknown>>;
+
+/** The policy the guard retries with: the one given, or one built from the spec's parts. */
+function buildPolicy(s: GuardToolSpec<unknown>, v: Validator): Policy {
+  if (isPolicy(s.policy)) {
+    for (const k of POLICY_PARTS)
+      if (s[k] !== undefined)
+        v.fail(k, s[k], "set on the policy itself when a built policy is given");
+    return s.policy;
   }
-  const options: PolicyOptions = { ...DEFAULT_POLICY, ...(given as PolicyOptions | undefined) };
-  if (spec.budget !== undefined) options.budget = spec.budget;
-  if (spec.breaker !== undefined) options.breaker = spec.breaker;
-  if (spec.attemptTimeoutMs !== undefined) options.attemptTimeoutMs = spec.attemptTimeoutMs;
-  if (spec.deadlineMs !== undefined) options.deadlineMs = spec.deadlineMs;
+  const options: PolicyOptions = { ...DEFAULT_POLICY, ...s.policy };
+  for (const k of POLICY_PARTS)
+    if (s[k] !== undefined) (options as Record<string, unknown>)[k] = s[k];
   return makePolicy(options);
 }
 
+interface Guard<A, R> {
+  readonly name: string;
+  readonly effect: Effect;
+  readonly policy: Policy;
+  readonly execute: (args: A, context: ToolCallContext & GuardedCallOptions) => R | PromiseLike<R>;
+  readonly readResult: (value: R) => ResultVerdict;
+  readonly errors: "envelope" | "throw";
+  readonly run: GuardToolSpec<R>["run"];
+  readonly retryLaterMs: number;
+}
+
+/** One idempotency key for this guard's retries; within a run, identical calls fold into
+ * one key (the safe direction for payments). Else the model's tool-call id, else this
+ * invocation's own. */
+function keyFor(name: string, digest: string, runId: string | undefined, o: GuardedCallOptions) {
+  if (runId) return `${runId}:${name}:${digest}`;
+  return o.toolCallId ? `${name}:${o.toolCallId}` : `${name}:${randomUUID()}`;
+}
+
+/** The recorded answer, as the caller asked to get errors. */
+function answer<A, R>(g: Guard<A, R>, prior: unknown): R | ToolErrorEnvelope {
+  const env = prior as ToolErrorEnvelope;
+  if (g.errors === "throw" && env?.status === "error" && typeof env.error?.action === "string")
+    throw new ToolError(env);
+  return prior as R | ToolErrorEnvelope;
+}
+
+/** Runs the tool under the policy; an error value flagged transient is raised to retry it. */
+function attempt<A, R>(
+  g: Guard<A, R>,
+  args: A,
+  key: string,
+  options: GuardedCallOptions,
+  run: Run | undefined,
+) {
+  // Bad arguments are the model's to fix, not a transport retry; an unsafe write is
+  // retried only after a failure that proves nothing ran.
+  const retryIf = (f: Failure, error: unknown) =>
+    !isArgumentError(error) && (g.effect !== "unsafe" || provesNothingRan(f, error));
+  const signal = options.signal ?? options.abortSignal;
+  return g.policy.execute(
+    async (ctx) => {
+      const context = { ...options, idempotencyKey: key, signal: ctx.signal, attempt: ctx.attempt };
+      const result = await g.execute(args, context);
+      const verdict = g.readResult(result);
+      if (verdict !== "ok" && verdict.retryable) throw new ToolResultFailure(result, verdict.code);
+      return result;
+    },
+    { retryIf, classify: classifyResult, ...(signal && { signal }), ...(run && { run }) },
+  );
+}
+
+/** What the model gets when the policy gave up, remembered for the run's re-call guard. */
+function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined, key: string) {
+  if (
+    reasonOf(error) === "cancelled" ||
+    (error instanceof BreakwaterError && error.reason.startsWith("run-"))
+  )
+    throw error;
+  if (error instanceof ToolResultFailure) {
+    // The last error value is what the model gets, as the tool wrote it.
+    memo?.remember(key, error.result, g.retryLaterMs);
+    return error.result as R;
+  }
+  // A write that may have run and was not retried (a timeout, a reset, a cut answer, or
+  // the deadline) has an unknown outcome.
+  const f = failureOf(error);
+  const cause = error instanceof BreakwaterError ? error.cause : error;
+  const unknown = g.effect === "unsafe" && f?.retryable === true && !provesNothingRan(f, cause);
+  const env = envelopeFor(error, reasonOf(error), unknown);
+  const standsFor = env.error.action === "retry_later" ? g.retryLaterMs : Number.POSITIVE_INFINITY;
+  memo?.remember(key, env, standsFor);
+  if (g.errors === "throw") throw new ToolError(env, error);
+  return env;
+}
+
+async function call<A, R>(g: Guard<A, R>, args: A, options: GuardedCallOptions = {}) {
+  const run = options.run ?? (typeof g.run === "function" ? g.run() : g.run);
+  const memo = run === undefined ? undefined : partsOf(run)?.memo;
+  memo?.checkCap();
+  const digest = argsDigest(args);
+  const memoKey = `${g.name}:${digest}`;
+  const prior = memo?.recall(memoKey);
+  if (prior !== undefined) return answer(g, prior);
+  const key = keyFor(g.name, digest, run?.id ?? options.runId, options);
+  try {
+    const value = await attempt(g, args, key, options, run);
+    if (g.readResult(value) !== "ok") memo?.remember(memoKey, value, Number.POSITIVE_INFINITY);
+    return value;
+  } catch (error) {
+    return giveUp(g, error, memo, memoKey);
+  }
+}
+
 /**
- * Wraps a tool so that retries are safe: reads retry freely, idempotent writes retry with
- * one idempotency key, unsafe writes retry only after a failure that proves nothing ran
- * (otherwise the model gets `outcome_unknown` and is told to check state). Errors that
- * arrive as values are read; the model gets an envelope, not a stack trace; within a run,
- * the model calling a failed tool again with the same arguments gets the recorded answer
- * without the dependency being called (the fourth retry layer, counted as modelRecalls).
+ * Wraps a tool so that retries are safe (docs/architecture.md, rule 13): reads retry
+ * freely, idempotent writes retry with one idempotency key, unsafe writes retry only after
+ * a failure that proves nothing ran (otherwise the model gets `OUTCOME_UNKNOWN` and is told
+ * to check state). Errors that arrive as values are read; the model gets an envelope, not
+ * a stack trace; within a run, the model calling a failed tool again with the same
+ * arguments gets the recorded answer without the dependency being called (the fourth
+ * retry layer, counted as modelRecalls).
  */
 export function guardTool<A, R>(
   execute: (args: A, context: ToolCallContext & GuardedCallOptions) => R | PromiseLike<R>,
   spec: GuardToolSpec<R>,
 ): GuardedTool<A, R> {
-  const v = validator("guardTool");
+  const v = new Validator("guardTool");
   v.fn("execute", execute);
-  v.object("spec", spec);
-  v.known("", spec as unknown as Record<string, unknown>, [
-    "name",
-    "effect",
-    "policy",
-    "budget",
-    "breaker",
-    "attemptTimeoutMs",
-    "deadlineMs",
-    "readResult",
-    "errors",
-    "run",
-    "retryLaterMs",
-  ]);
-  if (typeof spec.name !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(spec.name)) {
-    v.fail("name", spec.name, "1 to 64 letters, digits, '_', '.' or '-'");
-  }
-  const effect = v.oneOf("effect", spec.effect, ["read", "idempotent", "unsafe"] as const);
-  const errors = v.oneOf("errors", spec.errors ?? "envelope", ["envelope", "throw"] as const);
-  const readResult =
-    spec.readResult === undefined
-      ? readEnvelope
-      : v.fn<(value: R) => ResultVerdict>("readResult", spec.readResult);
-  const retryLaterMs =
-    spec.retryLaterMs === undefined ? 30_000 : v.num("retryLaterMs", spec.retryLaterMs, 0);
-  const p = buildPolicy(spec, v);
-  const name = spec.name;
-  const runOf = (o: GuardedCallOptions): Run | undefined =>
-    o.run ?? (typeof spec.run === "function" ? spec.run() : spec.run);
-
-  return async (args: A, options: GuardedCallOptions = {}) => {
-    const run = runOf(options);
-    const digest = argsDigest(args);
-    const memo = `${name}:${digest}`;
-    if (run && run.stats.toolFailures >= run.maxToolFailures) {
-      throw new BreakwaterError(
-        "run-tool-failures",
-        {},
-        `the run hit its cap of ${run.maxToolFailures} tool failures`,
-      );
-    }
-    const prior = run?.recallToolFailure(memo);
-    if (prior !== undefined) {
-      run!.stats.modelRecalls++;
-      return answer(prior);
-    }
-    // One key for this guard's retries; within a run, identical calls fold into one key
-    // (the safe direction for payments). Else the model's tool-call id, else this invocation.
-    const runId = run?.id ?? options.runId;
-    const key = runId
-      ? `${runId}:${name}:${digest}`
-      : options.toolCallId
-        ? `${name}:${options.toolCallId}`
-        : `${name}:${randomUUID()}`;
-    const signal = options.signal ?? options.abortSignal;
-    // Bad arguments are the model's to fix, not a transport retry; an unsafe write is
-    // retried only after a failure that proves nothing ran.
-    const retryIf = (f: Failure, error: unknown) =>
-      !isArgumentError(error) && (effect !== "unsafe" || provesNothingRan(f, error));
-    try {
-      const value = await p.execute(
-        async (ctx) => {
-          const context = {
-            ...options,
-            idempotencyKey: key,
-            signal: ctx.signal,
-            attempt: ctx.attempt,
-          };
-          const result = await execute(args, context);
-          const verdict = readResult(result);
-          if (verdict !== "ok" && verdict.retryable)
-            throw new ToolResultFailure(result, verdict.code);
-          return result;
-        },
-        { retryIf, ...(signal && { signal }), ...(run && { run }) },
-      );
-      if (readResult(value) !== "ok")
-        run?.rememberToolFailure(memo, value, Number.POSITIVE_INFINITY);
-      return value;
-    } catch (error) {
-      if (
-        reasonOf(error) === "cancelled" ||
-        (error instanceof BreakwaterError && error.reason.startsWith("run-"))
-      )
-        throw error;
-      if (error instanceof ToolResultFailure) {
-        // The last error value is what the model gets, as the tool wrote it.
-        run?.rememberToolFailure(memo, error.result, retryLaterMs);
-        return error.result as R;
-      }
-      // A write that may have run and was not retried (a timeout, a reset, a cut answer,
-      // or the deadline) has an unknown outcome.
-      const f = failureOf(error);
-      const cause = error instanceof BreakwaterError ? error.cause : error;
-      const outcomeUnknown =
-        effect === "unsafe" && f?.retryable === true && !provesNothingRan(f, cause);
-      const env = envelopeFor(error, reasonOf(error), outcomeUnknown);
-      run?.rememberToolFailure(
-        memo,
-        env,
-        env.error.action === "retry_later" ? retryLaterMs : Number.POSITIVE_INFINITY,
-      );
-      if (errors === "throw") throw new ToolError(env, error);
-      return env;
-    }
+  const s = parseOptions(v, SPEC, v.object("spec", spec)) as unknown as GuardToolSpec<R> &
+    Required<Pick<GuardToolSpec<R>, "errors" | "retryLaterMs">>;
+  const g: Guard<A, R> = {
+    name: s.name,
+    effect: s.effect,
+    policy: buildPolicy(s as GuardToolSpec<unknown>, v),
+    execute,
+    readResult: s.readResult ?? (readEnvelope as (value: R) => ResultVerdict),
+    errors: s.errors,
+    run: s.run,
+    retryLaterMs: s.retryLaterMs,
   };
-
-  function answer(prior: unknown): R | ToolErrorEnvelope {
-    const env = prior as ToolErrorEnvelope;
-    if (errors === "throw" && env?.status === "error" && typeof env.error?.action === "string")
-      throw new ToolError(env);
-    return prior as R | ToolErrorEnvelope;
-  }
+  return (args, options) => call(g, args, options);
 }

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { classify } from "../../src/core/classify.ts";
-import { RETRYABLE_KINDS } from "../../src/core/failure.ts";
+import { KINDS as KIND_FACTS } from "../../src/core/failure.ts";
 
 const KINDS = new Set([
   "rate_limited",
@@ -63,7 +63,7 @@ describe("classify (property)", () => {
       fc.property(fc.oneof(errorLike.err, fc.anything()), (e) => {
         const f = classify(e, 1_800_000_000_000);
         expect(KINDS.has(f.kind)).toBe(true);
-        expect(f.retryable).toBe(RETRYABLE_KINDS.has(f.kind)); // no x-should-retry in these shapes
+        expect(f.retryable).toBe(KIND_FACTS[f.kind].retryable); // no x-should-retry in these shapes
         if (f.retryAfterMs !== undefined)
           expect(Number.isFinite(f.retryAfterMs) && f.retryAfterMs >= 0).toBe(true);
       }),

@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { systemClock } from "../../core/clock.ts";
-import { mulberry32 } from "../../core/random.ts";
-import { validator } from "../../core/validate.ts";
+import { systemClock } from "../../index.ts";
 import { countTokens } from "../fake-model.ts";
+import { mulberry32 } from "../random.ts";
+import { int, oneOf, record } from "./check.ts";
 import {
   DEFAULT_MESSAGES,
   DIALECTS,
@@ -531,14 +531,19 @@ function toolCode(status: number): string {
 
 const LOOPBACK = ["127.0.0.1", "::1", "localhost"] as const;
 
+const OPTIONS = record<FaultServerOptions>({
+  script: (x) => x as FaultServerOptions["script"], // checked by parseScript
+  port: int(0, 65_535),
+  host: oneOf(LOOPBACK),
+  maxBodyBytes: int(1),
+});
+
 /** Starts the fault server on loopback. */
 export async function startFaultServer(options: FaultServerOptions = {}): Promise<FaultServer> {
-  const v = validator("startFaultServer");
-  v.known("", v.object("options", options), ["script", "port", "host", "maxBodyBytes"]);
-  const host = v.oneOf("host", options.host ?? "127.0.0.1", LOOPBACK);
-  const port = v.int("port", options.port ?? 0, 0);
-  if (port > 65535) v.fail("port", port, "an integer from 0 to 65535");
-  const maxBody = v.int("maxBodyBytes", options.maxBodyBytes ?? 1 << 20, 1);
+  const o = OPTIONS(options, "", "startFaultServer");
+  const host = o.host ?? "127.0.0.1";
+  const port = o.port ?? 0;
+  const maxBody = o.maxBodyBytes ?? 1 << 20;
   const server = createServer({ keepAliveTimeout: 1000 });
   const impl = new FaultServerImpl(server, options.script, maxBody);
   await new Promise<void>((resolve, reject) => {

@@ -1,5 +1,8 @@
-import { canonicalJson, sha256 } from "../../tools/canonical.ts";
+import { createHash } from "node:crypto";
+import { canonicalJson } from "../../index.ts";
 import type { ToolStats } from "./stats.ts";
+
+const sha256 = (s: string): string => createHash("sha256").update(s).digest("hex");
 
 interface KeyRecord {
   hash: string;

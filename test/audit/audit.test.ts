@@ -3,7 +3,8 @@ import { promisify } from "node:util";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { audit, parseLayers } from "../../src/providers/audit.ts";
+import { audit } from "../../src/audit/audit.ts";
+import { parseLayers } from "../../src/cli/audit.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 
 describe("audit", () => {

@@ -138,23 +138,3 @@ export function audit(layers: LayerSpec[] = [], clients: AuditClients = {}): Aud
   }
   return { layers: out, worstCaseRequests, worstCaseWaitMs, warnings };
 }
-
-/** "caller:2,decorator:3,sdk:5" (optionally name:attempts:baseMs) as layers. */
-export function parseLayers(text: string): LayerSpec[] {
-  return text
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((s) => {
-      const [name, attempts, base] = s.split(":");
-      const n = Number(attempts);
-      if (!name || !Number.isInteger(n) || n < 1)
-        throw new TypeError(
-          `--layers: "${s}" must be name:attempts[:baseMs] with attempts an integer >= 1`,
-        );
-      const baseMs = base === undefined ? undefined : Number(base);
-      if (baseMs !== undefined && !(baseMs >= 0))
-        throw new TypeError(`--layers: "${s}": baseMs must be a number >= 0`);
-      return { name, attempts: n, ...(baseMs !== undefined && { backoff: { baseMs } }) };
-    });
-}

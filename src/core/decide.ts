@@ -1,0 +1,81 @@
+import type { Backoff } from "./backoff.ts";
+import type { Deadline, TimeoutCause } from "./deadline.ts";
+import type { GiveUpReason } from "./errors.ts";
+import type { Failure } from "./failure.ts";
+import { MAX_DELAY_MS } from "./retry-after.ts";
+
+/** Where a call stands once an attempt has failed. */
+export interface RetryState {
+  /** Attempts made so far, the failed one included. */
+  readonly attempt: number;
+  readonly deadline: Deadline;
+  /** The last wait (decorrelated jitter grows from it); 0 before the first retry. */
+  readonly previousDelayMs: number;
+  /** Output reached the consumer and may not be replayed. */
+  readonly emitted: boolean;
+  /** Set when one of our own timers cut the attempt. */
+  readonly timedOutBy: TimeoutCause | undefined;
+  /** The caller's `retryIf` refused this retry. */
+  readonly callerRefused: boolean;
+  /** Why the run refuses another attempt or retry, if it does. */
+  readonly runRefusal: GiveUpReason | undefined;
+}
+
+/** The policy's rules that a decision reads. */
+export interface RetryRules {
+  readonly maxAttempts: number;
+  readonly backoff: Backoff;
+  readonly retryAfterMaxMs: number;
+  readonly retryAfterJitterMs: number;
+  /** [0, 1); drawn once, when a retry's wait is computed. */
+  readonly random: () => number;
+}
+
+export type Verdict =
+  | { readonly retry: true; readonly delayMs: number }
+  | { readonly retry: false; readonly reason: GiveUpReason; readonly retryAfterMs?: number };
+
+const stop = (reason: GiveUpReason, retryAfterMs?: number): Verdict =>
+  retryAfterMs === undefined ? { retry: false, reason } : { retry: false, reason, retryAfterMs };
+
+/** A value drawn outside [0, 1) (or NaN) must not move a wait outside its bounds. */
+const unit = (r: number): number => (r >= 0 && r < 1 ? r : 0);
+const clampDelay = (ms: number): number => (ms > 0 ? Math.min(ms, MAX_DELAY_MS) : 0); // NaN and negatives: no wait
+
+/** The rules that end a call whatever the wait would be, in the order of rule 1. */
+function settled(s: RetryState, f: Failure, r: RetryRules): Verdict | undefined {
+  if (f.kind === "cancelled") return stop("cancelled");
+  if (s.emitted) return stop("stream-interrupted");
+  if (s.timedOutBy === "deadline" || s.timedOutBy === "run-deadline") return stop(s.timedOutBy);
+  if (!f.retryable || s.callerRefused) return stop("not-retryable");
+  if (s.attempt >= r.maxAttempts)
+    return stop(s.timedOutBy === undefined ? "attempts-exhausted" : "attempt-timeout");
+  return undefined;
+}
+
+/** The wait before the retry (rule 2): the server's hint plus a little jitter, never
+ * shorter than the hint; else the backoff. */
+function waitFor(s: RetryState, f: Failure, r: RetryRules): number {
+  const hint = f.retryAfterMs;
+  if (hint !== undefined)
+    return hint + unit(r.random()) * Math.min(r.retryAfterJitterMs, hint * 0.2);
+  return clampDelay(r.backoff.delay(s.attempt, f.kind, s.previousDelayMs, r.random));
+}
+
+/**
+ * The retry decision (docs/architecture.md, rules 1, 2 and 6): a pure function of where the
+ * call stands, how the attempt failed and the time. It performs nothing: no I/O, no sleep,
+ * no throw. The call loop performs the verdict, after asking the shared gates (breaker,
+ * admission) and the `onRetry` hook, which hold state and so are not decided here.
+ */
+export function decide(s: RetryState, f: Failure, now: number, r: RetryRules): Verdict {
+  const early = settled(s, f, r);
+  if (early !== undefined) return early;
+  const hint = f.retryAfterMs;
+  // A hint beyond the cap is backpressure: give up now, do not sleep it.
+  if (hint !== undefined && hint > r.retryAfterMaxMs) return stop("retry-after-too-long", hint);
+  const delayMs = waitFor(s, f, r);
+  if (now + delayMs >= s.deadline.at) return stop(s.deadline.by, hint);
+  if (s.runRefusal !== undefined) return stop(s.runRefusal);
+  return { retry: true, delayMs };
+}

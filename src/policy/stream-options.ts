@@ -1,0 +1,97 @@
+import type { Usage } from "../core/usage.ts";
+import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
+import { type AttemptContext, CALL_SPEC, type CallOptions } from "./call.ts";
+import type { ResolvedOptions } from "./options.ts";
+
+export type StreamMode = "no-replay" | "buffer" | "restart";
+
+export interface DiscardInfo<C> {
+  /** The attempt whose output the UI should drop. */
+  readonly attempt: number;
+  readonly chunks: readonly C[];
+  readonly error: unknown;
+}
+
+export interface StreamOptions<C> extends CallOptions {
+  /** Turns an in-band error chunk (an error event inside an HTTP 200) into an error to
+   * classify; return undefined for a normal chunk. */
+  inspect?: (chunk: C) => unknown;
+  /** Reads usage from a chunk; each field keeps its latest reported value. */
+  usage?: (chunk: C) => Partial<Usage> | undefined;
+  /** Which chunks are content. Chunks before the first content chunk (a role header, a
+   * message_start, a ping) are held back, so a failure before any content is retried
+   * even though bytes arrived. @default every chunk is content */
+  isContent?: (chunk: C) => boolean;
+  /** "no-replay": never retry once a chunk reached the consumer. "buffer": hold the whole
+   * answer and emit it after success, so mid-stream failures can be retried. "restart":
+   * retry a mid-stream failure after calling `onDiscard`. @default "no-replay" */
+  mode?: StreamMode;
+  /** Required with mode "restart": tells the UI to drop the partial answer. */
+  onDiscard?: (info: DiscardInfo<C>) => unknown;
+  /** Time from the attempt's start to the first content chunk. @default the policy's */
+  firstTokenTimeoutMs?: number;
+  /** The longest gap between chunks once content flows. @default the policy's */
+  idleTimeoutMs?: number;
+  /** A cap on one attempt's whole duration. @default the policy's */
+  totalTimeoutMs?: number;
+}
+
+export type OpenStream<C> = (
+  context: AttemptContext,
+) => AsyncIterable<C> | PromiseLike<AsyncIterable<C>>;
+
+/** A stream's options, validated, with the policy's timeouts where it sets none. */
+export interface ResolvedStream<C> {
+  readonly inspect: ((chunk: C) => unknown) | undefined;
+  readonly usage: ((chunk: C) => Partial<Usage> | undefined) | undefined;
+  readonly isContent: ((chunk: C) => boolean) | undefined;
+  readonly mode: StreamMode;
+  readonly onDiscard: ((info: DiscardInfo<C>) => unknown) | undefined;
+  readonly firstTokenMs: number;
+  readonly idleMs: number;
+  readonly totalMs: number;
+}
+
+const MODES = ["no-replay", "buffer", "restart"] as const;
+const own = opt.ms(Number.NaN); // NaN: the policy's value
+
+const SPEC = {
+  ...CALL_SPEC,
+  inspect: opt.fn<(chunk: unknown) => unknown>(),
+  usage: opt.fn<(chunk: unknown) => Partial<Usage> | undefined>(),
+  isContent: opt.fn<(chunk: unknown) => boolean>(),
+  mode: opt.oneOf(MODES, "no-replay"),
+  onDiscard: opt.fn<(info: DiscardInfo<unknown>) => unknown>(),
+  firstTokenTimeoutMs: own,
+  idleTimeoutMs: own,
+  totalTimeoutMs: own,
+} satisfies Record<keyof StreamOptions<unknown>, Rule<unknown>>;
+
+const or = (mine: number, policy: number) => (Number.isNaN(mine) ? policy : mine);
+
+/** Validates what a caller hands `policy.stream`; a bad value throws naming it. */
+export function resolveStream<C>(
+  o: ResolvedOptions,
+  open: unknown,
+  options: StreamOptions<C>,
+): ResolvedStream<C> {
+  const v = new Validator("policy.stream");
+  v.fn("open", open);
+  const s = parseOptions(v, SPEC, options);
+  if (s.mode === "restart" && s.onDiscard === undefined)
+    v.fail(
+      "onDiscard",
+      undefined,
+      'a function when mode is "restart" (the UI must drop the partial answer first)',
+    );
+  return {
+    inspect: s.inspect,
+    usage: s.usage,
+    isContent: s.isContent,
+    mode: s.mode,
+    onDiscard: s.onDiscard,
+    firstTokenMs: or(s.firstTokenTimeoutMs, o.firstTokenTimeoutMs),
+    idleMs: or(s.idleTimeoutMs, o.idleTimeoutMs),
+    totalMs: or(s.totalTimeoutMs, o.totalTimeoutMs),
+  } as ResolvedStream<C>;
+}

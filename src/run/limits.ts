@@ -1,0 +1,95 @@
+import type { GiveUpReason } from "../core/errors.ts";
+import type { Ledger } from "../core/ledger.ts";
+import { addUsage, totalTokens, type Usage, ZERO_USAGE } from "../core/usage.ts";
+
+/** What a run counts. */
+export interface RunStats {
+  calls: number;
+  attempts: number;
+  retries: number;
+  /** The model calling a tool again after it was told not to (the fourth retry layer). */
+  modelRecalls: number;
+  toolFailures: number;
+  /** Steps answered from the journal instead of run again. */
+  stepsReplayed: number;
+}
+
+/** A run's caps, resolved. */
+export interface RunCaps {
+  readonly deadline: number;
+  readonly maxAttempts: number;
+  readonly maxTokens: number;
+  readonly maxRetryShare: number;
+  readonly maxToolFailures: number;
+  readonly callShare: number;
+}
+
+/**
+ * A run's accounting and the caps it enforces (docs/architecture.md, rules 1, 6 and 7): the
+ * ledgers of its calls, its counters, and why it refuses another attempt or retry.
+ */
+export class RunLimits {
+  readonly caps: RunCaps;
+  readonly ledgers: Ledger[] = [];
+  readonly stats: RunStats = {
+    calls: 0,
+    attempts: 0,
+    retries: 0,
+    modelRecalls: 0,
+    toolFailures: 0,
+    stepsReplayed: 0,
+  };
+
+  constructor(caps: RunCaps) {
+    this.caps = caps;
+  }
+
+  addCall(ledger: Ledger): void {
+    this.ledgers.push(ledger);
+    this.stats.calls++;
+  }
+
+  addAttempt(isRetry: boolean): void {
+    this.stats.attempts++;
+    if (isRetry) this.stats.retries++;
+  }
+
+  get usage(): Usage {
+    return this.ledgers.reduce((u, l) => addUsage(u, l.usage), ZERO_USAGE);
+  }
+
+  get wasted(): Usage {
+    return this.ledgers.reduce((u, l) => addUsage(u, l.wasted), ZERO_USAGE);
+  }
+
+  get billed(): Usage {
+    return addUsage(this.usage, this.wasted);
+  }
+
+  /** The latest a call starting now may end: a safe share of what is left of the run. */
+  callDeadline(now: number): number {
+    const { deadline, callShare } = this.caps;
+    return deadline === Number.POSITIVE_INFINITY
+      ? deadline
+      : now + callShare * Math.max(0, deadline - now);
+  }
+
+  /** Why the run refuses another attempt now, if it does. */
+  refuseAttempt(now: number): GiveUpReason | undefined {
+    const c = this.caps;
+    if (now >= c.deadline) return "run-deadline";
+    if (this.stats.attempts >= c.maxAttempts) return "run-attempts";
+    if (this.stats.toolFailures >= c.maxToolFailures) return "run-tool-failures";
+    if (totalTokens(this.billed) >= c.maxTokens) return "run-tokens";
+    return undefined;
+  }
+
+  /** Why the run refuses a retry now (beyond refusing any attempt), if it does. */
+  refuseRetry(): GiveUpReason | undefined {
+    const c = this.caps;
+    if (c.maxRetryShare >= 1) return undefined;
+    const wasted = totalTokens(this.wasted);
+    const base = c.maxTokens === Number.POSITIVE_INFINITY ? totalTokens(this.billed) : c.maxTokens;
+    return base > 0 && wasted / base > c.maxRetryShare ? "run-retry-share" : undefined;
+  }
+}
