@@ -3,7 +3,7 @@ import { MinHeap } from "./heap.ts";
 /** Cancels a scheduled callback; calling it twice is harmless. */
 export type Cancel = () => void;
 
-/** Every wait and timeout in breakwater goes through a Clock (DESIGN rule 9). */
+/** Every wait and timeout in breakwater goes through a Clock (docs/architecture.md, rule 9). */
 export interface Clock {
   now(): number;
   /** Resolves after `ms`; rejects at once with `signal.reason` when the signal aborts. */

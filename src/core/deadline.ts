@@ -23,6 +23,10 @@ export function earliest<B extends TimeoutCause>(...limits: Limit<B>[]): Limit<B
   return best;
 }
 
+/** Most calls have no deadline: one shared value spares an allocation per call. */
+const NO_DEADLINE: Deadline = Object.freeze({ at: Number.POSITIVE_INFINITY, by: "deadline" });
+const NO_LIMIT = Object.freeze({ ms: Number.POSITIVE_INFINITY, by: "attempt" as const });
+
 /**
  * The one deadline computation (docs/architecture.md, rule 6): a call started at `now` ends
  * by its own `deadlineMs`, or by the time its run allows it (a safe share of what is left of
@@ -30,10 +34,9 @@ export function earliest<B extends TimeoutCause>(...limits: Limit<B>[]): Limit<B
  * stream timer reads this value.
  */
 export function callDeadline(now: number, deadlineMs: number, runAllows: number): Deadline {
-  return earliest<"deadline" | "run-deadline">(
-    { at: now + deadlineMs, by: "deadline" },
-    { at: runAllows, by: "run-deadline" },
-  );
+  const own = now + deadlineMs;
+  if (runAllows < own) return { at: runAllows, by: "run-deadline" };
+  return own === Number.POSITIVE_INFINITY ? NO_DEADLINE : { at: own, by: "deadline" };
 }
 
 /** The time one attempt may take from `now`: its own timeout, or what is left before the
@@ -44,6 +47,8 @@ export function attemptWindow(
   deadline: Deadline,
 ): { readonly ms: number; readonly by: TimeoutCause } {
   const toDeadline = deadline.at - now;
+  if (attemptTimeoutMs === Number.POSITIVE_INFINITY && toDeadline === attemptTimeoutMs)
+    return NO_LIMIT;
   return attemptTimeoutMs <= toDeadline
     ? { ms: attemptTimeoutMs, by: "attempt" }
     : { ms: toDeadline, by: deadline.by };

@@ -14,7 +14,7 @@ export interface AttemptRecord {
 }
 
 /**
- * What one logical call cost (DESIGN rule 7): `usage` is the successful attempt's (the
+ * What one logical call cost (docs/architecture.md, rule 7): `usage` is the successful attempt's (the
  * context figure), `wasted` the sum over failed attempts, `billed` = usage + wasted. A
  * call where nothing succeeded still reports everything it spent, in `wasted`.
  */

@@ -1,4 +1,4 @@
-/** Secrets never leave (DESIGN rule 10): API keys, bearer tokens and credentials in URLs
+/** Secrets never leave (docs/architecture.md, rule 10): API keys, bearer tokens and credentials in URLs
  * are masked in anything breakwater throws, logs or reports. */
 const PATTERNS: [RegExp, string][] = [
   // A header or parameter first, with its auth scheme, so "Authorization: Bearer x" is masked whole.

@@ -125,6 +125,26 @@ export function parseOptions<S extends Spec>(
   return out as Parsed<S>;
 }
 
+/** A spec prepared for `checkOptions`: its rules by key, looked up without a prototype. */
+export type Checker = ReadonlyMap<string, Rule<unknown>>;
+export const checker = (spec: Spec): Checker => new Map(Object.entries(spec));
+
+/**
+ * Checks `input` against a prepared spec without building a resolved copy: for options
+ * handed to every call, where the common case must cost little. Same errors as
+ * `parseOptions`.
+ */
+export function checkOptions(v: Validator, rules: Checker, input: unknown): void {
+  if (input === null || typeof input !== "object" || Array.isArray(input))
+    v.object("options", input);
+  const o = input as Record<string, unknown>;
+  for (const key in o) {
+    const rule = rules.get(key);
+    if (rule !== undefined) rule(v, key, o[key]);
+    else if (Object.hasOwn(o, key) && o[key] !== undefined) v.known("", o, [...rules.keys()]);
+  }
+}
+
 const absent = (x: unknown): x is undefined => x === undefined;
 
 /** Rule builders for option tables. */

@@ -1,5 +1,5 @@
 import type { Usage } from "../core/usage.ts";
-import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
+import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -9,16 +9,17 @@ export interface ExecuteOptions extends CallOptions {
   usage?: (result: unknown) => Partial<Usage> | undefined;
 }
 
-const SPEC = {
+const RULES = checker({
   ...CALL_SPEC,
   usage: opt.fn<ExecuteOptions["usage"]>(),
-} satisfies Record<keyof ExecuteOptions, Rule<unknown>>;
+} satisfies Record<keyof ExecuteOptions, Rule<unknown>>);
+
+const V = new Validator("policy.execute");
 
 /** Checks what a caller hands `execute`; a bad value rejects naming it. */
 function check(operation: unknown, options: ExecuteOptions | undefined): void {
-  const v = new Validator("policy.execute");
-  v.fn("operation", operation);
-  if (options !== undefined) parseOptions(v, SPEC, options);
+  V.fn("operation", operation);
+  if (options !== undefined) checkOptions(V, RULES, options);
 }
 
 /** Runs `operation` under the policy: one logical call, as many attempts as the rules allow.

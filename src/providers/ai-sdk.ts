@@ -1,5 +1,5 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
-import type { Usage } from "../core/usage.ts";
+import type { Usage } from "../index.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 export type AiSdkMiddlewareOptions = AdapterOptions;

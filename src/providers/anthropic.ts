@@ -1,5 +1,5 @@
 import type Anthropic from "@anthropic-ai/sdk";
-import type { Usage } from "../core/usage.ts";
+import type { Usage } from "../index.ts";
 import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
 
 export type AnthropicAdapterOptions = AdapterOptions;

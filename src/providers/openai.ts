@@ -1,6 +1,5 @@
 import type OpenAI from "openai";
-import type { Usage } from "../core/usage.ts";
-import type { GuardedStream } from "../policy/stream.ts";
+import type { GuardedStream, Usage } from "../index.ts";
 import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
 
 export interface OpenAIAdapterOptions extends AdapterOptions {

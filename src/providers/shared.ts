@@ -1,6 +1,4 @@
-import type { PolicyOptions } from "../policy/options.ts";
-import { type Policy, policy } from "../policy/policy.ts";
-import type { Run } from "../run/run.ts";
+import { type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {

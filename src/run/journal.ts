@@ -13,8 +13,8 @@ export interface StepRecord {
 
 /**
  * Where a run records its finished steps, so that a run started again with the same id
- * resumes at the step that failed instead of from the start (seed 004: retry the step, not
- * the run). In-memory and SQLite (node:sqlite) journals ship; the interface is what a
+ * resumes at the step that failed instead of from the start (docs/architecture.md,
+ * rule 14). In-memory and SQLite (node:sqlite) journals ship; the interface is what a
  * Postgres or Redis one implements.
  */
 export interface Journal {

@@ -104,7 +104,7 @@ export const SCENARIOS: Record<string, Scenario> = {
   "outage-503": {
     name: "outage-503",
     title: "Ten minutes in which half the requests fail with 503",
-    source: "seed 000_f45530d6540b7b08.txt, worked example: a 503 storm",
+    source: "worked example W1: a 503 storm",
     durationS: 840,
     provider: PROVIDER,
     // Half the fleet is down: half the requests fail fast with 503, the other half share
@@ -116,7 +116,7 @@ export const SCENARIOS: Record<string, Scenario> = {
   "tool-deploy": {
     name: "tool-deploy",
     title: "A payment tool's dependency answers 503 for 30 s during a deploy",
-    source: "seed 001_403c0b8c634d5d89.txt, worked example: a payment tool during a deploy",
+    source: "worked example W2: a payment tool during a deploy",
     durationS: 240,
     provider: PROVIDER,
     trigger: { startS: 60, endS: 90 },
@@ -129,9 +129,9 @@ export const SCENARIOS: Record<string, Scenario> = {
   degradation: {
     name: "degradation",
     title: "90 s in which latency triples and 20% of requests get 529, near capacity",
-    source: "seed 004_a7ec18447c0b9b50.txt: ninety seconds of provider degradation",
+    source: "worked example W3: ninety seconds of provider degradation",
     durationS: 600,
-    // Seed 004's agent works tickets in the background (patience 5 min) and makes long calls (~17 s: 400–1 200 output tokens at 20 ms each) under
+    // W3's agent works tickets in the background (patience 5 min) and makes long calls (~17 s: 400–1 200 output tokens at 20 ms each) under
     // a 60 s timeout. ~10.6 calls/s keep ~178 in service: 90% of this provider. Under load
     // it queues rather than rejects, up to about a minute of degraded throughput (latency
     // climbs, as real providers' does), and it keeps serving requests whose clients gave up.
@@ -149,7 +149,7 @@ export const SCENARIOS: Record<string, Scenario> = {
   blip: {
     name: "blip",
     title: "5 s of 20% errors at light load, where retries should help",
-    source: "a short blip: the case retries exist for",
+    source: "worked example W4: a short blip, the case retries exist for",
     durationS: 180,
     provider: PROVIDER,
     trigger: { startS: 60, endS: 65, errorRate: 0.2, errorStatus: 503 },

@@ -54,18 +54,18 @@ function nest<T>(
 }
 
 /**
- * The tool decorator of seed 001 as teams write it before reading on: 4 attempts, full
+ * The tool decorator of worked example W2 (docs/architecture.md) as teams write it before reading on: 4 attempts, full
  * jitter from 200 ms capped at 2 s, 3 s per attempt, 8 s in all, but no idempotency key
  * and no shared budget. Frameworks do not retry tools themselves, so this is the layer.
  */
-const SEED_001_DECORATOR: PolicyOptions = {
+const W2_DECORATOR: PolicyOptions = {
   maxAttempts: 4,
   backoff: { baseMs: 200, capMs: 2_000 },
   attemptTimeoutMs: 3_000,
   deadlineMs: 8_000,
 };
 
-/** A peer stack: its documented model-call layers; tool calls through seed 001's decorator,
+/** A peer stack: its documented model-call layers; tool calls through W2's decorator,
  * inside `toolOuter` (layers that rerun the tool call from outside), if any. */
 function layered(
   ctx: StackContext,
@@ -75,7 +75,7 @@ function layered(
   const make = (o: PolicyOptions) =>
     policy({ clock: ctx.clock, random: ctx.random, retryAfter: PEER_RETRY_AFTER, ...o });
   const policies = layers.map(make);
-  const toolPolicies = [...toolOuter, SEED_001_DECORATOR].map(make);
+  const toolPolicies = [...toolOuter, W2_DECORATOR].map(make);
   return {
     model: (request, { signal }) => nest(policies, signal, (s) => ctx.provider.call(request, s)),
     tool: (args, { signal }) =>
@@ -87,15 +87,15 @@ function layered(
 }
 
 /**
- * The naive layered stack of seed 000: the caller reruns a failed call (2 attempts), a
+ * The naive layered stack of worked example W1 (docs/architecture.md): the caller reruns a failed call (2 attempts), a
  * decorator copied from a blog retries (3 attempts, 1 s doubling), and the SDK's defaults
  * were never touched (java-genai: 5 attempts, 1 s·2^(n-1) scaled by U(0,2), capped at 60 s,
  * Retry-After not read). Up to 2 × 3 × 5 = 30 requests per logical call. The team's 60 s
- * call timeout is seed 004's. The caller does not wire cancellation through.
+ * call timeout is W3's. The caller does not wire cancellation through.
  */
 export const naive: StormStack = {
   name: "naive",
-  description: "caller 2 × decorator 3 × SDK 5 (seed 000), 60 s timeout (seed 004)",
+  description: "caller 2 × decorator 3 × SDK 5 (W1), 60 s timeout (W3)",
   propagatesCancel: false,
   create: (ctx) =>
     layered(
@@ -116,8 +116,8 @@ export const naive: StormStack = {
           classify: hints(0),
         },
       ],
-      // The caller's rerun repeats the turn's tool call too (seed 000: it "repeats a refund
-      // tool call that had already succeeded").
+      // The caller's rerun repeats the turn's tool call too (W1: it repeats a refund tool
+      // call that had already succeeded).
       [CALLER_RERUN],
     ),
 };
@@ -190,8 +190,7 @@ export const langchain: StormStack = {
 
 /**
  * breakwater: one layer. 3 attempts with full jitter (0.5 s base, 8 s cap), Retry-After
- * honoured up to 30 s, no total timeout on a call (seed 000: size one above the longest
- * answer; the run's deadline, the user's patience, bounds every call), a retry budget of 10
+ * honoured up to 30 s, no total timeout on a call (size one above the longest answer; the run's deadline, the user's patience, bounds every call), a retry budget of 10
  * tokens at 0.1 per success and a breaker shared by every conversation (it opens when 90%
  * of at least 50 calls in 10 s failed: the upstream is down, not degraded), and each turn a
  * Run bounded by the user's patience. Tool calls go through guardTool with idempotency keys.
@@ -232,7 +231,7 @@ export const breakwater: StormStack = {
       }
       return run;
     };
-    // Tools: seed 001's spec through guardTool, with idempotency keys and a budget of 0.1 per
+    // Tools: W2's spec through guardTool, with idempotency keys and a budget of 0.1 per
     // call with a burst of 20, shared by every session.
     const charge = guardTool(
       (args: { order: number }, tc) =>
@@ -241,7 +240,7 @@ export const breakwater: StormStack = {
         name: "charge",
         effect: "idempotent",
         budget: new RetryBudget({ maxTokens: 20, tokenRatio: 0.1 }),
-        policy: { clock: ctx.clock, random: ctx.random, ...SEED_001_DECORATOR },
+        policy: { clock: ctx.clock, random: ctx.random, ...W2_DECORATOR },
       },
     );
     return {

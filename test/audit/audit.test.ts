@@ -8,7 +8,7 @@ import { parseLayers } from "../../src/cli/audit.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 
 describe("audit", () => {
-  it("seed 000: caller 2 × decorator 3 × SDK 5 = 30 requests per logical call", () => {
+  it("worked example W1: caller 2 × decorator 3 × SDK 5 = 30 requests per logical call", () => {
     const r = audit([
       { name: "caller", attempts: 2 },
       { name: "decorator", attempts: 3, backoff: { baseMs: 1_000, jitter: "none" } },

@@ -14,13 +14,13 @@ const fs = useFaultServer();
 const chat = (content = "hello there") =>
   JSON.stringify({ model: "gpt-test", messages: [{ role: "user", content }] });
 
-/** One attempt of a plain fetch of the OpenAI route, as seed 003 does it. */
+/** One attempt of a plain fetch of the OpenAI route, as a plain client does it. */
 const attempt = ({ signal }: { signal: AbortSignal }) =>
   fetch(`${fs.server.url}/v1/chat/completions`, { method: "POST", body: chat(), signal }).then(
     throwIfNotOk,
   );
 
-describe("seed 003's seven loopback conditions, through policy().execute and fetch", () => {
+describe("seven loopback conditions (status, Retry-After, slow headers, resets), through policy().execute and fetch", () => {
   const fast = { backoff: { baseMs: 20, capMs: 20, jitter: "none" as const } };
 
   it("immediate 200: 1 attempt, ok", async () => {

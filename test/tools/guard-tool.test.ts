@@ -299,7 +299,7 @@ describe("guardTool in virtual time", () => {
   });
 });
 
-describe("seed 001's worked example: a payment tool during a deploy", () => {
+describe("worked example W2: a payment tool during a deploy", () => {
   it("200 sessions, 503 for 30 s: near-normal load on the dependency, no charge executed twice", async () => {
     const clock = new VirtualClock();
     const stats = emptyStats();
@@ -345,7 +345,7 @@ describe("seed 001's worked example: a payment tool during a deploy", () => {
         .every((r) => (r as { error: { action: string } }).error.action === "retry_later"),
     ).toBe(true);
     console.log(
-      `seed 001 worked example: ${requests} dependency requests for 200 charges (ratio ${ratio.toFixed(2)})`,
+      `worked example W2: ${requests} dependency requests for 200 charges (ratio ${ratio.toFixed(2)})`,
     );
   });
 });

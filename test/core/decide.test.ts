@@ -1,0 +1,203 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { backoff } from "../../src/core/backoff.ts";
+import { decide, type RetryRules, type RetryState } from "../../src/core/decide.ts";
+import { FAILURE_KINDS, type Failure, failure, KINDS } from "../../src/core/failure.ts";
+
+const rules = (over: Partial<RetryRules> = {}): RetryRules => ({
+  maxAttempts: 3,
+  backoff: backoff({ baseMs: 500, capMs: 8_000 }),
+  retryAfterMaxMs: 30_000,
+  retryAfterJitterMs: 1_000,
+  random: () => 0.5,
+  ...over,
+});
+
+const state = (over: Partial<RetryState> = {}): RetryState => ({
+  attempt: 1,
+  deadline: { at: Number.POSITIVE_INFINITY, by: "deadline" },
+  previousDelayMs: 0,
+  emitted: false,
+  timedOutBy: undefined,
+  callerRefused: false,
+  runRefusal: undefined,
+  ...over,
+});
+
+const overloaded = failure("overloaded", { status: 503 });
+
+describe("decide: the retry decision as a pure function", () => {
+  const cases: [string, Partial<RetryState>, Failure, Partial<RetryRules>, unknown][] = [
+    [
+      "a 503 on the first attempt: retry after the backoff",
+      {},
+      overloaded,
+      {},
+      { retry: true, delayMs: 250 },
+    ],
+    ["cancelled: never", {}, failure("cancelled"), {}, { retry: false, reason: "cancelled" }],
+    [
+      "output was shown: interrupted",
+      { emitted: true },
+      overloaded,
+      {},
+      { retry: false, reason: "stream-interrupted" },
+    ],
+    [
+      "cut by the deadline's own timer",
+      { timedOutBy: "deadline" },
+      failure("timeout"),
+      {},
+      { retry: false, reason: "deadline" },
+    ],
+    [
+      "cut by the run's deadline",
+      { timedOutBy: "run-deadline" },
+      failure("timeout"),
+      {},
+      { retry: false, reason: "run-deadline" },
+    ],
+    [
+      "a 400: not retryable",
+      {},
+      failure("invalid_request", { status: 400 }),
+      {},
+      { retry: false, reason: "not-retryable" },
+    ],
+    [
+      "the caller's retryIf said no",
+      { callerRefused: true },
+      overloaded,
+      {},
+      { retry: false, reason: "not-retryable" },
+    ],
+    [
+      "the last attempt",
+      { attempt: 3 },
+      overloaded,
+      {},
+      { retry: false, reason: "attempts-exhausted" },
+    ],
+    [
+      "the last attempt timed out",
+      { attempt: 3, timedOutBy: "attempt" },
+      failure("timeout"),
+      {},
+      { retry: false, reason: "attempt-timeout" },
+    ],
+    [
+      "a hint within the cap: wait it, plus up to 20% of it",
+      {},
+      failure("rate_limited", { retryAfterMs: 2_000 }),
+      {},
+      { retry: true, delayMs: 2_200 },
+    ],
+    [
+      "a hint over the cap: backpressure",
+      {},
+      failure("rate_limited", { retryAfterMs: 60_000 }),
+      {},
+      { retry: false, reason: "retry-after-too-long", retryAfterMs: 60_000 },
+    ],
+    [
+      "a wait past the deadline",
+      { deadline: { at: 100, by: "deadline" } },
+      overloaded,
+      {},
+      { retry: false, reason: "deadline" },
+    ],
+    [
+      "a hinted wait past the run's share",
+      { deadline: { at: 1_000, by: "run-deadline" } },
+      failure("rate_limited", { retryAfterMs: 2_000 }),
+      {},
+      { retry: false, reason: "run-deadline", retryAfterMs: 2_000 },
+    ],
+    [
+      "the run refuses",
+      { runRefusal: "run-tokens" },
+      overloaded,
+      {},
+      { retry: false, reason: "run-tokens" },
+    ],
+  ];
+  it.each(cases)("%s", (_, s, f, r, verdict) => {
+    expect(decide(state(s), f, 0, rules(r))).toEqual(verdict);
+  });
+
+  const arbState = fc.record({
+    attempt: fc.integer({ min: 1, max: 10 }),
+    deadline: fc.record({
+      at: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.integer({ min: 0, max: 100_000 })),
+      by: fc.constantFrom("deadline" as const, "run-deadline" as const),
+    }),
+    previousDelayMs: fc.integer({ min: 0, max: 10_000 }),
+    emitted: fc.boolean(),
+    timedOutBy: fc.constantFrom(
+      undefined,
+      "attempt" as const,
+      "deadline" as const,
+      "idle" as const,
+    ),
+    callerRefused: fc.boolean(),
+    runRefusal: fc.constantFrom(undefined, "run-attempts" as const),
+  });
+  const arbFailure = fc
+    .record({
+      kind: fc.constantFrom(...FAILURE_KINDS),
+      retryAfterMs: fc.option(fc.integer({ min: 0, max: 120_000 }), { nil: undefined }),
+    })
+    .map(({ kind, retryAfterMs }) => failure(kind, { retryAfterMs }));
+  // Hostile random sources: out of range and NaN must not move a wait out of its bounds.
+  const arbRandom = fc.oneof(
+    fc.double({ min: 0, max: 0.999_999 }),
+    fc.constantFrom(-3, 1, 7, Number.NaN),
+  );
+
+  it("retries only what may be retried, never before the hint, never past the deadline", () => {
+    fc.assert(
+      fc.property(
+        arbState,
+        arbFailure,
+        fc.integer({ min: 0, max: 50_000 }),
+        arbRandom,
+        (s, f, now, r) => {
+          const v = decide(s, f, now, rules({ random: () => r }));
+          if (!v.retry) return;
+          expect(KINDS[f.kind].retryable).toBe(true);
+          expect(s.emitted || s.callerRefused || s.runRefusal !== undefined).toBe(false);
+          expect(s.attempt).toBeLessThan(3);
+          expect(now + v.delayMs).toBeLessThan(s.deadline.at);
+          if (f.retryAfterMs !== undefined) {
+            expect(v.delayMs).toBeGreaterThanOrEqual(f.retryAfterMs);
+            expect(v.delayMs).toBeLessThanOrEqual(f.retryAfterMs * 1.2);
+          } else {
+            expect(v.delayMs).toBeGreaterThanOrEqual(0);
+            expect(v.delayMs).toBeLessThanOrEqual(8_000);
+          }
+        },
+      ),
+    );
+  });
+
+  it("is a function of its inputs: the same inputs give the same verdict, and nothing is changed", () => {
+    fc.assert(
+      fc.property(arbState, arbFailure, fc.integer({ min: 0, max: 50_000 }), (s, f, now) => {
+        const frozen = Object.freeze({ ...s, deadline: Object.freeze({ ...s.deadline }) });
+        const a = decide(frozen, Object.freeze(f), now, rules());
+        const b = decide(frozen, Object.freeze(f), now, rules());
+        expect(a).toEqual(b);
+      }),
+    );
+  });
+
+  it("a custom backoff returning NaN, a negative or a huge value still yields a bounded wait", () => {
+    for (const bad of [Number.NaN, -5, Number.POSITIVE_INFINITY]) {
+      const v = decide(state(), overloaded, 0, rules({ backoff: { delay: () => bad } }));
+      if (v.retry) {
+        expect(v.delayMs).toBeGreaterThanOrEqual(0);
+        expect(Number.isFinite(v.delayMs)).toBe(true);
+      }
+    }
+  });
+});
