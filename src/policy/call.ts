@@ -89,6 +89,8 @@ export class Call {
   readonly #retryIf: CallOptions["retryIf"];
   readonly #classify: CallOptions["classify"];
   readonly #startedAt: number;
+  /** Whether anything can refuse an attempt (spares the checks on the common path). */
+  readonly #gated: boolean;
   #ledger: Ledger | undefined;
   #attempt = 0;
   #attemptStart = 0;
@@ -112,6 +114,11 @@ export class Call {
     this.#startedAt = now;
     const runAllows = this.#limits?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
     this.deadline = callDeadline(now, o.deadlineMs, runAllows);
+    this.#gated =
+      this.#signal !== undefined ||
+      this.#limits !== undefined ||
+      o.breaker !== undefined ||
+      this.deadline.at !== Number.POSITIVE_INFINITY;
     this.#limits?.addCall(this.ledger);
   }
 
@@ -132,7 +139,7 @@ export class Call {
     const o = this.#o;
     const now = this.#startNow ?? o.clock.now();
     this.#startNow = undefined;
-    this.#refuseAttempt(now);
+    if (this.#gated) this.#refuseAttempt(now);
     this.#attempt++;
     this.#limits?.addAttempt(this.#attempt > 1);
     this.#attemptStart = now;

@@ -16,10 +16,15 @@ const RULES = checker({
 
 const V = new Validator("policy.execute");
 
-/** Checks what a caller hands `execute`; a bad value rejects naming it. */
-function check(operation: unknown, options: ExecuteOptions | undefined): void {
-  V.fn("operation", operation);
-  if (options !== undefined) checkOptions(V, RULES, options);
+/** What is wrong with what a caller hands `execute`, as the error to reject with. */
+function invalid(operation: unknown, options: ExecuteOptions | undefined): unknown {
+  try {
+    V.fn("operation", operation);
+    if (options !== undefined) checkOptions(V, RULES, options);
+  } catch (error) {
+    return error;
+  }
+  return undefined;
 }
 
 /** Runs `operation` under the policy: one logical call, as many attempts as the rules allow.
@@ -29,13 +34,11 @@ export function execute<T>(
   operation: (context: AttemptContext) => T | PromiseLike<T>,
   options?: ExecuteOptions,
 ): Promise<T> {
-  let call: Call;
-  try {
-    if (typeof operation !== "function" || options !== undefined) check(operation, options);
-    call = new Call(o, options);
-  } catch (error) {
-    return Promise.reject(error);
+  if (typeof operation !== "function" || options !== undefined) {
+    const bad = invalid(operation, options);
+    if (bad !== undefined) return Promise.reject(bad);
   }
+  const call = new Call(o, options);
   const readUsage = options?.usage;
   const attempt = (): Promise<T> => {
     let p: Promise<T>;
