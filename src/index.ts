@@ -21,7 +21,13 @@ export {
 } from "./core/breaker.ts";
 export { type Admission, RetryBudget, type RetryBudgetOptions } from "./core/budget.ts";
 export { classify } from "./core/classify.ts";
-export { type Cancel, type Clock, systemClock, VirtualClock } from "./core/clock.ts";
+export {
+  backgroundClock,
+  type Cancel,
+  type Clock,
+  systemClock,
+  VirtualClock,
+} from "./core/clock.ts";
 export type { TimeoutCause } from "./core/deadline.ts";
 export {
   AttemptTimeoutError,

@@ -45,8 +45,13 @@ export interface CircuitBreakerOptions {
   openMs?: number;
   /** Probes allowed at once while half-open. @default 1 */
   halfOpenProbes?: number;
+  /** A probe that has not reported after this long is presumed lost and frees its slot,
+   * so a breaker can never stay half-open for good. @default 60000 */
+  probeTimeoutMs?: number;
   /** @default systemClock */
   clock?: Clock;
+  /** Told of every state change; an exception it throws is ignored (it cannot move the
+   * breaker or reach the call that moved it). */
   onStateChange?: (state: BreakerState) => void;
   /** A saved `toJSON()` to start from (a restart keeps what the breaker had learned). */
   initialState?: BreakerSnapshot;
@@ -63,6 +68,7 @@ const SPEC = {
   windowMs: opt.ms(30_000),
   openMs: opt.ms(5_000),
   halfOpenProbes: opt.int(1, 1),
+  probeTimeoutMs: opt.ms(60_000),
   clock: opt.any<Clock>(isClock, "a Clock (now, sleep, schedule)"),
   onStateChange: opt.fn<(state: BreakerState) => void>(),
   initialState: opt.any<BreakerSnapshot>(
@@ -87,6 +93,7 @@ export class CircuitBreaker implements Breaker {
   #streak = 0;
   #openedAt = 0;
   #probes = 0;
+  #lastProbeAt = Number.NEGATIVE_INFINITY;
   // Sliding window: SLOTS buckets of windowMs / SLOTS each.
   readonly #slotStart = new Array<number>(SLOTS).fill(Number.NEGATIVE_INFINITY);
   readonly #ok = new Array<number>(SLOTS).fill(0);
@@ -116,8 +123,12 @@ export class CircuitBreaker implements Breaker {
     const state = this.state;
     if (state === "closed") return true;
     if (state === "open") return false;
+    const now = this.#clock.now();
+    // Probes that never reported (a lost attempt) free their slots after a bound.
+    if (now - this.#lastProbeAt >= this.options.probeTimeoutMs) this.#probes = 0;
     if (this.#probes >= this.options.halfOpenProbes) return false;
     this.#probes++;
+    this.#lastProbeAt = now;
     return true;
   }
 
@@ -189,7 +200,11 @@ export class CircuitBreaker implements Breaker {
   #set(state: BreakerState) {
     if (this.#state === state) return;
     this.#state = state;
-    this.#onStateChange?.(state);
+    try {
+      this.#onStateChange?.(state);
+    } catch {
+      // a listener's failure must not move the breaker or reach the call that moved it
+    }
   }
 
   #ratioTripped(): boolean {

@@ -2,6 +2,7 @@ import { AttemptTimeoutError } from "./errors.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
 import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
+import { get, getStr, isA, isArray, isObj, type Obj, str } from "./safe.ts";
 
 /** A lookup table that cannot be fooled by "toString" or "constructor" (it is a Map). */
 const table = (entries: Record<string, FailureKind>): ReadonlyMap<string, FailureKind> =>
@@ -77,13 +78,11 @@ const CANCEL_NAMES = new Set(["AbortError", "APIUserAbortError"]);
 const CONTEXT_MESSAGE =
   /prompt is too long|context length|context window|maximum context|too many tokens|exceeds the maximum number of tokens/i;
 
-type Obj = Record<string, unknown>;
-const isObj = (x: unknown): x is Obj => x !== null && typeof x === "object";
-const str = (x: unknown): string | undefined => (typeof x === "string" && x !== "" ? x : undefined);
+const nameOf = (e: Obj): string => getStr(e, "name") ?? "";
 
 function statusOf(e: Obj): number | undefined {
-  const resp = e.response;
-  for (const v of [e.status, e.statusCode, isObj(resp) ? resp.status : undefined]) {
+  const resp = get(e, "response");
+  for (const v of [get(e, "status"), get(e, "statusCode"), get(resp, "status")]) {
     const n = typeof v === "string" ? Number(v) : v;
     if (typeof n === "number" && Number.isInteger(n) && n >= 100 && n <= 599) return n;
   }
@@ -91,8 +90,7 @@ function statusOf(e: Obj): number | undefined {
 }
 
 function headersOf(e: Obj): unknown {
-  const resp = e.response;
-  return e.headers ?? e.responseHeaders ?? (isObj(resp) ? resp.headers : undefined);
+  return get(e, "headers") ?? get(e, "responseHeaders") ?? get(get(e, "response"), "headers");
 }
 
 /** Candidate provider codes, most specific first. */
@@ -102,36 +100,32 @@ function codesOf(e: Obj): string[] {
     const s = str(v);
     if (s !== undefined && s !== "error") out.push(s);
   };
-  const body = isObj(e.error)
-    ? e.error
-    : isObj(e.data) && isObj(e.data.error)
-      ? e.data.error
-      : undefined;
-  if (body) {
-    if (isObj(body.error)) add(body.error.type); // Anthropic: { type: "error", error: { type } }
-    add(body.code);
-    add(body.type);
-    add(body.status); // Gemini: { code: 429, status: "RESOURCE_EXHAUSTED" }
+  const error = get(e, "error");
+  const body = isObj(error) ? error : get(get(e, "data"), "error");
+  if (isObj(body)) {
+    add(get(get(body, "error"), "type")); // Anthropic: { type: "error", error: { type } }
+    add(get(body, "code"));
+    add(get(body, "type"));
+    add(get(body, "status")); // Gemini: { code: 429, status: "RESOURCE_EXHAUSTED" }
   }
-  add(e.code);
-  add(e.type);
+  add(get(e, "code"));
+  add(get(e, "type"));
   return out;
 }
 
 function messagesOf(e: Obj): string[] {
-  const out = [e.message];
-  if (isObj(e.error))
-    out.push(e.error.message, isObj(e.error.error) ? e.error.error.message : undefined);
+  const error = get(e, "error");
+  const out = [get(e, "message"), get(error, "message"), get(get(error, "error"), "message")];
   return out.filter((m): m is string => typeof m === "string");
 }
 
 /** Gemini's google.rpc.RetryInfo: `{ "@type": ".../RetryInfo", retryDelay: "30s" }`. */
 function retryInfoMs(e: Obj): number | undefined {
-  const body = isObj(e.error) ? e.error : undefined;
-  const details = body && Array.isArray(body.details) ? body.details : undefined;
-  for (const d of details ?? []) {
-    if (!isObj(d) || !String(d["@type"] ?? "").endsWith("RetryInfo")) continue;
-    const m = /^(\d+(?:\.\d+)?)s$/.exec(String(d.retryDelay ?? ""));
+  const details = get(get(e, "error"), "details");
+  if (!isArray(details)) return undefined;
+  for (const d of details.slice(0, 32)) {
+    if (!getStr(d, "@type")?.endsWith("RetryInfo")) continue;
+    const m = /^(\d+(?:\.\d+)?)s$/.exec(getStr(d, "retryDelay") ?? "");
     if (m) return parseRetryAfterValue(m[1]!, 0);
   }
   return undefined;
@@ -140,7 +134,7 @@ function retryInfoMs(e: Obj): number | undefined {
 function chainOf(error: unknown): Obj[] {
   const chain: Obj[] = [];
   const seen = new Set<unknown>();
-  for (let e = error; isObj(e) && !seen.has(e) && chain.length < 16; e = e.cause) {
+  for (let e = error; isObj(e) && !seen.has(e) && chain.length < 16; e = get(e, "cause")) {
     seen.add(e);
     chain.push(e);
   }
@@ -159,17 +153,15 @@ function kindOfStatus(status: number): FailureKind {
 
 /** Cancellation, our own timeouts and transport failures: they decide before any status. */
 function connectionFailure(chain: Obj[]): Failure | undefined {
-  if (chain.some((e) => CANCEL_NAMES.has(String(e.name)))) return failure("cancelled");
-  const timeout = chain.find(
-    (e) => e instanceof AttemptTimeoutError || TIMEOUT_NAMES.has(String(e.name)),
-  );
-  if (timeout) return failure("timeout", { code: str(timeout.code) });
+  if (chain.some((e) => CANCEL_NAMES.has(nameOf(e)))) return failure("cancelled");
+  const timeout = chain.find((e) => isA(e, AttemptTimeoutError) || TIMEOUT_NAMES.has(nameOf(e)));
+  if (timeout) return failure("timeout", { code: getStr(timeout, "code") });
   for (const e of chain) {
-    const code = str(e.code) ?? str(e.errno);
+    const code = getStr(e, "code") ?? getStr(e, "errno");
     const kind = code === undefined ? undefined : NETWORK_CODES.get(code);
     if (kind !== undefined) return failure(kind, { code });
   }
-  if (chain.some((e) => TRANSPORT_NAMES.has(String(e.name)) && statusOf(e) === undefined))
+  if (chain.some((e) => TRANSPORT_NAMES.has(nameOf(e)) && statusOf(e) === undefined))
     return failure("transport");
   return undefined;
 }
@@ -209,7 +201,14 @@ function answerFailure(e: Obj, nowMs: number): Failure | undefined {
  * and otherwise `unknown` (not retried: bugs stay loud).
  */
 export function classify(error: unknown, nowMs: number = Date.now()): Failure {
-  const chain = chainOf(error);
+  try {
+    return classifyChain(chainOf(error), nowMs);
+  } catch {
+    return failure("unknown"); // the readers are total; this is the last line, not the plan
+  }
+}
+
+function classifyChain(chain: Obj[], nowMs: number): Failure {
   const early = connectionFailure(chain);
   if (early !== undefined) return early;
   for (const e of chain) {

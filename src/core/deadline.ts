@@ -25,7 +25,6 @@ export function earliest<B extends TimeoutCause>(...limits: Limit<B>[]): Limit<B
 
 /** Most calls have no deadline: one shared value spares an allocation per call. */
 const NO_DEADLINE: Deadline = Object.freeze({ at: Number.POSITIVE_INFINITY, by: "deadline" });
-const NO_LIMIT = Object.freeze({ ms: Number.POSITIVE_INFINITY, by: "attempt" as const });
 
 /**
  * The one deadline computation (docs/architecture.md, rule 6): a call started at `now` ends
@@ -40,16 +39,16 @@ export function callDeadline(now: number, deadlineMs: number, runAllows: number)
 }
 
 /** The time one attempt may take from `now`: its own timeout, or what is left before the
- * call's deadline when that is sooner (a tie is the attempt's own). */
-export function attemptWindow(
+ * call's deadline when that is sooner. */
+export function attemptMs(now: number, attemptTimeoutMs: number, deadline: Deadline): number {
+  return Math.min(attemptTimeoutMs, deadline.at - now);
+}
+
+/** Which limit ends the attempt `attemptMs` measured (a tie is the attempt's own). */
+export function attemptCause(
   now: number,
   attemptTimeoutMs: number,
   deadline: Deadline,
-): { readonly ms: number; readonly by: TimeoutCause } {
-  const toDeadline = deadline.at - now;
-  if (attemptTimeoutMs === Number.POSITIVE_INFINITY && toDeadline === attemptTimeoutMs)
-    return NO_LIMIT;
-  return attemptTimeoutMs <= toDeadline
-    ? { ms: attemptTimeoutMs, by: "attempt" }
-    : { ms: toDeadline, by: deadline.by };
+): TimeoutCause {
+  return attemptTimeoutMs <= deadline.at - now ? "attempt" : deadline.by;
 }

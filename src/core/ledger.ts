@@ -1,5 +1,12 @@
 import type { Failure } from "./failure.ts";
+import { redact } from "./redact.ts";
 import { addUsage, costOf, type Price, type Usage, ZERO_USAGE } from "./usage.ts";
+
+/** A hook that threw, and what it threw. */
+export interface HookError {
+  readonly hook: string;
+  readonly error: unknown;
+}
 
 export interface AttemptRecord {
   /** 1 for the first attempt. */
@@ -20,6 +27,9 @@ export interface AttemptRecord {
  */
 export class Ledger {
   readonly attempts: AttemptRecord[] = [];
+  /** Exceptions the call's hooks threw (onRetry, classify, usage, ...): kept here and
+   * reported, never allowed to change the call's outcome. */
+  readonly hookErrors: HookError[] = [];
   readonly startedAt: number;
   readonly model: string | undefined;
   readonly price: Price | undefined;
@@ -82,6 +92,17 @@ export class Ledger {
       wasted: this.wasted,
       billed: this.billed,
       cost: this.cost,
+      ...(this.hookErrors.length > 0 && {
+        hookErrors: this.hookErrors.map((h) => ({ hook: h.hook, message: messageOf(h.error) })),
+      }),
     };
+  }
+}
+
+function messageOf(error: unknown): string {
+  try {
+    return redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  } catch {
+    return "an error that cannot be shown";
   }
 }

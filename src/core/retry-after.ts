@@ -42,14 +42,16 @@ export function parseHttpDate(value: string, nowMs: number): number | undefined 
 const clamp = (ms: number) => Math.min(MAX_DELAY_MS, Math.max(0, Math.ceil(ms)));
 const SECONDS = /^\d+(?:\.\d+)?$/;
 
-/** Parses one Retry-After value: delay-seconds or an HTTP-date. */
-export function parseRetryAfterValue(value: string | number, nowMs: number): number | undefined {
+/** Parses one Retry-After value: delay-seconds or an HTTP-date. Anything else (a boolean,
+ * a bigint, a Symbol) is no hint. */
+export function parseRetryAfterValue(value: unknown, nowMs: number): number | undefined {
   if (typeof value === "number")
     return Number.isFinite(value) && value >= 0 ? clamp(value * 1000) : undefined;
+  if (typeof value !== "string") return undefined;
   const v = value.trim();
   if (v === "") return undefined;
   if (SECONDS.test(v)) return clamp(Number(v) * 1000);
-  const at = parseHttpDate(v, nowMs);
+  const at = Number.isFinite(nowMs) ? parseHttpDate(v, nowMs) : undefined;
   return at === undefined ? undefined : clamp(at - nowMs); // a past date is 0
 }
 
@@ -66,6 +68,7 @@ export function parseRetryAfter(
   headersOrValue: HeaderBag | string | number | null | undefined,
   nowMs: number = Date.now(),
 ): number | undefined {
+  if (typeof nowMs !== "number" || Number.isNaN(nowMs)) nowMs = Date.now();
   if (headersOrValue === null || headersOrValue === undefined) return undefined;
   if (!isHeaderBag(headersOrValue)) return parseRetryAfterValue(headersOrValue, nowMs);
   const ms = readHeader(headersOrValue, "retry-after-ms");

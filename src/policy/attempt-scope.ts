@@ -1,3 +1,4 @@
+import { type AbortWatcher, type Unwatch, watchAbort } from "../core/abort.ts";
 import type { Cancel, Clock } from "../core/clock.ts";
 import type { TimeoutCause } from "../core/deadline.ts";
 import { AttemptTimeoutError } from "../core/errors.ts";
@@ -8,7 +9,7 @@ import { AttemptTimeoutError } from "../core/errors.ts";
  * not collect listeners). The AbortController is made only when someone reads `signal`:
  * on the success path of a call with nothing to abort it, that is most of the overhead.
  */
-export class AttemptScope {
+export class AttemptScope implements AbortWatcher {
   /** 1 for the first attempt. */
   readonly attempt: number;
   /** The call's deadline as a time on the policy's clock (Infinity when none). */
@@ -24,7 +25,7 @@ export class AttemptScope {
   #reason: unknown;
   #rejectRace: ((e: unknown) => void) | undefined;
   #onAbortHook: ((e: unknown) => void) | undefined;
-  #onCallerAbort: (() => void) | undefined;
+  #unwatch: Unwatch | undefined;
 
   constructor(
     clock: Clock,
@@ -32,19 +33,15 @@ export class AttemptScope {
     attempt = 1,
     deadline = Number.POSITIVE_INFINITY,
     remainingMs = Number.POSITIVE_INFINITY,
+    /** Watch the caller's signal weakly (a stream: its consumer may abandon it). */
+    weak = false,
   ) {
     this.attempt = attempt;
     this.deadline = deadline;
     this.remainingMs = remainingMs;
     this.#clock = clock;
     this.#caller = caller;
-    if (caller) {
-      if (caller.aborted) this.#abort(caller.reason);
-      else {
-        this.#onCallerAbort = () => this.#abort(caller.reason);
-        caller.addEventListener("abort", this.#onCallerAbort, { once: true });
-      }
-    }
+    if (caller) this.#unwatch = watchAbort(caller, this, weak);
   }
 
   get signal(): AbortSignal {
@@ -108,8 +105,13 @@ export class AttemptScope {
     return this.#cancelTimer !== undefined || this.#caller !== undefined;
   }
 
+  /** The caller's signal aborted. */
+  onAbort(reason: unknown): void {
+    this.#abort(reason);
+  }
+
   /** Sets the one callback run when the attempt aborts (a stream's pending read). */
-  onAbort(hook: (reason: unknown) => void): void {
+  setAbortHook(hook: (reason: unknown) => void): void {
     this.#onAbortHook = hook;
   }
 
@@ -132,6 +134,7 @@ export class AttemptScope {
     this.#cancelTimer = undefined;
     this.#rejectRace = undefined;
     this.#onAbortHook = undefined;
-    if (this.#onCallerAbort) this.#caller?.removeEventListener("abort", this.#onCallerAbort);
+    this.#unwatch?.();
+    this.#unwatch = undefined;
   }
 }

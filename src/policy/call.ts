@@ -1,5 +1,5 @@
 import { classify } from "../core/classify.ts";
-import { attemptWindow, callDeadline, type Deadline } from "../core/deadline.ts";
+import { attemptCause, attemptMs, callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
 import {
   BreakwaterError,
@@ -17,6 +17,8 @@ import { isRun, partsOf } from "../run/internal.ts";
 import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
 import { AttemptScope } from "./attempt-scope.ts";
+import { reportHookError, runHook } from "./hooks.ts";
+import { BreakerLease, type BreakerVerdict } from "./lease.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What every attempt is handed. */
@@ -69,6 +71,7 @@ export const CALL_SPEC = {
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
+const UNKNOWN = failure("unknown");
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
@@ -102,6 +105,8 @@ export class Call {
   #partial: PartialResult | undefined;
   #lastError: unknown;
   #lastFailure: Failure | undefined;
+  /** The breaker's grant for the attempt in flight, until it hears how it ended. */
+  #lease: BreakerLease | undefined;
 
   constructor(o: ResolvedOptions, options?: CallOptions) {
     this.#o = o;
@@ -135,7 +140,7 @@ export class Call {
 
   /** Starts an attempt, or throws if the call may not make one (caller abort, run,
    * deadline, breaker). The scope it returns is also the context the operation is handed. */
-  begin(): AttemptScope {
+  begin(weak = false): AttemptScope {
     const o = this.#o;
     const now = this.#startNow ?? o.clock.now();
     this.#startNow = undefined;
@@ -143,15 +148,17 @@ export class Call {
     this.#attempt++;
     this.#limits?.addAttempt(this.#attempt > 1);
     this.#attemptStart = now;
-    const window = attemptWindow(now, o.attemptTimeoutMs, this.deadline);
+    const ms = attemptMs(now, o.attemptTimeoutMs, this.deadline);
     const scope = new AttemptScope(
       o.clock,
       this.#signal,
       this.#attempt,
       this.deadline.at,
-      window.ms,
+      ms,
+      weak,
     );
-    scope.arm(window.ms, window.by);
+    if (ms !== Number.POSITIVE_INFINITY)
+      scope.arm(ms, attemptCause(now, o.attemptTimeoutMs, this.deadline));
     this.#scope = scope;
     return scope;
   }
@@ -165,22 +172,58 @@ export class Call {
     const refused = this.#limits?.refuseAttempt(now);
     if (refused) this.#giveUp(refused, last, lastFailure);
     if (now >= this.deadline.at) this.#giveUp(this.deadline.by, last, lastFailure);
-    if (this.#o.breaker && !this.#o.breaker.tryAcquire())
+    const breaker = this.#o.breaker;
+    if (breaker === undefined) return;
+    // A breaker that throws lets the attempt go: a broken gate must not stop all traffic.
+    if (!runHook(this, "breaker.tryAcquire", () => breaker.tryAcquire(), true))
       this.#giveUp("circuit-open", last, lastFailure);
+    this.#lease = new BreakerLease(breaker);
   }
 
-  usageOf(value: unknown): Usage | undefined {
-    return this.#o.usage ? fullUsage(this.#o.usage(value)) : undefined;
+  /** The breaker's hold on the attempt in flight, if any (a stream hands it to its
+   * garbage-collection cleanup). */
+  get lease(): BreakerLease | undefined {
+    return this.#lease;
   }
 
-  succeed(usage?: Partial<Usage>): void {
+  /** The attempt ends with no verdict on the upstream (a consumer left, a hook failed):
+   * what it held is released, nothing is decided. */
+  abandon(): void {
+    this.#scope?.end();
+    this.#release("onNeutral");
+  }
+
+  #release(verdict: BreakerVerdict): void {
+    const lease = this.#lease;
+    if (lease === undefined || !lease.held) return;
+    const error = lease.release(verdict);
+    if (error !== undefined) reportHookError(this, `breaker.${verdict}`, error);
+  }
+
+  /** Reads usage from a result with `read` (or the policy's reader); a reader that
+   * throws reads as no usage. */
+  usageOf(value: unknown, read = this.#o.usage): Usage | undefined {
+    if (read === undefined) return undefined;
+    return fullUsage(runHook(this, "usage", () => read(value), undefined));
+  }
+
+  /** The attempt succeeded (`upstream`: "neutral" when it ended before the upstream
+   * showed anything, e.g. a consumer who left before the first content chunk). */
+  succeed(usage?: Partial<Usage>, upstream: "onSuccess" | "onNeutral" = "onSuccess"): void {
     const o = this.#o;
     this.#scope?.end();
-    o.breaker?.onSuccess();
-    o.budget?.onSuccess();
+    if (this.#lease !== undefined) this.#release(upstream);
+    if (o.budget !== undefined) {
+      try {
+        o.budget.onSuccess();
+      } catch (error) {
+        reportHookError(this, "budget.onSuccess", error);
+      }
+    }
     if (this.#ledger === undefined && o.onSuccess === undefined) return;
     this.ledger.endedAt = this.#record("ok", undefined, fullUsage(usage));
-    o.onSuccess?.({ attempts: this.#attempt, ledger: this.ledger });
+    const event = { attempts: this.#attempt, ledger: this.ledger };
+    if (o.onSuccess) runHook(this, "onSuccess", () => o.onSuccess!(event), undefined);
   }
 
   /** Classifies the failure of the attempt that is running: our own cuts first (rule 3). */
@@ -189,19 +232,30 @@ export class Call {
     if (scope?.callerAborted) return CANCELLED;
     if (scope?.timedOut) return failure("timeout", { code: `${scope.timedOut.by}_timeout` });
     const now = this.#o.clock.now();
-    return this.#classify?.(error, now) ?? this.#o.classify?.(error, now) ?? classify(error, now);
+    const own = this.#classify;
+    const policy = this.#o.classify;
+    // A classifier that throws cannot say the failure is transient: unknown, not retried.
+    return (
+      (own && runHook(this, "classify", () => own(error, now), UNKNOWN)) ??
+      (policy && runHook(this, "classify", () => policy(error, now), UNKNOWN)) ??
+      classify(error, now)
+    );
   }
 
   /** The attempt failed: waits and returns when the call should try again; otherwise
    * throws what the caller should see. */
-  async fail(error: unknown, more: FailOptions = {}): Promise<void> {
-    const f = this.#settle(error, more);
+  fail(error: unknown, more: FailOptions = {}): Promise<void> {
+    return this.after(this.settle(error, more), error, more);
+  }
+
+  /** What follows a settled failure: decide, admit, wait (or give up). */
+  async after(f: Failure, error: unknown, more: FailOptions = {}): Promise<void> {
     const verdict = decide(this.#state(f, more), f, this.#o.clock.now(), this.#o);
     if (!verdict.retry)
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
     this.#admit(verdict.delayMs, error, f);
     this.#partial = undefined;
-    await more.beforeWait?.();
+    await this.#beforeWait(more.beforeWait);
     try {
       await this.#o.clock.sleep(verdict.delayMs, this.#signal);
     } catch {
@@ -210,17 +264,27 @@ export class Call {
     this.#waitBefore = verdict.delayMs;
   }
 
-  /** Books the failed attempt: classified, in the ledger, told to the breaker and budget. */
-  #settle(error: unknown, more: FailOptions): Failure {
+  /** Restart mode's onDiscard: its failure is reported, the retry goes on. */
+  async #beforeWait(hook: (() => unknown) | undefined): Promise<void> {
+    if (hook === undefined) return;
+    try {
+      await hook();
+    } catch (error) {
+      reportHookError(this, "onDiscard", error);
+    }
+  }
+
+  /** Books the failed attempt: classified, in the ledger, told to the breaker and the
+   * admission. Synchronous, so an attempt cut while nobody reads is settled at once. */
+  settle(error: unknown, more: FailOptions = {}): Failure {
     const f = more.failure ?? this.classify(error);
     this.#lastError = error;
     this.#lastFailure = f;
     this.#scope?.end();
     this.#record("failed", f, fullUsage(more.usage));
-    const { breaker, budget } = this.#o;
-    if (KINDS[f.kind].upstream) breaker?.onFailure();
-    else breaker?.onNeutral();
-    budget?.onFailure?.(f);
+    this.#release(KINDS[f.kind].upstream ? "onFailure" : "onNeutral");
+    const budget = this.#o.budget;
+    if (budget?.onFailure) runHook(this, "budget.onFailure", () => budget.onFailure!(f), undefined);
     this.#partial = more.partial;
     return f;
   }
@@ -252,11 +316,16 @@ export class Call {
    * the budget must grant it, and `onRetry` must not veto it. */
   #admit(delayMs: number, error: unknown, f: Failure): void {
     const o = this.#o;
-    if (o.breaker?.state === "open") this.#giveUp("circuit-open", error, f);
-    if (o.budget && !o.budget.tryAcquire()) this.#giveUp("budget", error, f);
-    const event = { attempt: this.#attempt, error, failure: f, delayMs, ledger: this.ledger };
-    if (o.onRetry?.(event) === false) {
-      o.budget?.refund?.();
+    const { breaker, budget, onRetry } = o;
+    const ledger = this.ledger;
+    if (breaker && runHook(this, "breaker.state", () => breaker.state, "closed") === "open")
+      this.#giveUp("circuit-open", error, f);
+    // An admission that throws refuses: when in doubt, protect the upstream.
+    if (budget && !runHook(this, "budget.tryAcquire", () => budget.tryAcquire(), false))
+      this.#giveUp("budget", error, f);
+    const event = { attempt: this.#attempt, error, failure: f, delayMs, ledger };
+    if (onRetry && runHook(this, "onRetry", () => onRetry(event), undefined) === false) {
+      if (budget?.refund) runHook(this, "budget.refund", () => budget.refund!(), undefined);
       this.#giveUp("vetoed", error, f);
     }
   }
@@ -296,7 +365,14 @@ export class Call {
       tagError(error, reason, ledger, f);
     }
     scrubError(thrown); // the one place errors leave a policy (rule 10)
-    this.#o.onGiveUp?.({ reason, error: thrown, failure: f, ledger });
+    const onGiveUp = this.#o.onGiveUp;
+    if (onGiveUp)
+      runHook(
+        this,
+        "onGiveUp",
+        () => onGiveUp({ reason, error: thrown, failure: f, ledger }),
+        undefined,
+      );
     throw thrown;
   }
 }

@@ -39,7 +39,7 @@ export function execute<T>(
     if (bad !== undefined) return Promise.reject(bad);
   }
   const call = new Call(o, options);
-  const readUsage = options?.usage;
+  const readUsage = options?.usage ?? o.usage;
   const attempt = (): Promise<T> => {
     let p: Promise<T>;
     let scope: AttemptScope;
@@ -52,7 +52,7 @@ export function execute<T>(
     }
     return scope.race(p).then(
       (value) => {
-        call.succeed(readUsage ? readUsage(value) : call.usageOf(value));
+        call.succeed(readUsage === undefined ? undefined : call.usageOf(value, readUsage));
         return value;
       },
       (error) => call.fail(error).then(attempt),

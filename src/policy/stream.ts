@@ -1,8 +1,11 @@
 import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
+import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
-import { Call } from "./call.ts";
+import { Call, type FailOptions } from "./call.ts";
+import { reportHookError } from "./hooks.ts";
+import type { BreakerLease } from "./lease.ts";
 import type { ResolvedOptions } from "./options.ts";
 import {
   type OpenStream,
@@ -25,9 +28,31 @@ export interface StreamOutcome {
 
 const noop = () => {};
 
+/** What an attempt holds that must be let go if its stream is collected unread: the
+ * source (an open HTTP response) and the breaker's grant. Never the stream itself. */
+interface Grip {
+  source: AsyncIterator<unknown> | undefined;
+  lease: BreakerLease | undefined;
+}
+
+/** A stream its consumer dropped mid-answer, with no timer left to cut it: closing the
+ * source and freeing the breaker is all that remains (docs/architecture.md, rule 12). */
+const abandoned = new FinalizationRegistry<Grip>((grip) => {
+  closeIterator(grip.source);
+  const error = grip.lease?.release("onNeutral");
+  if (error !== undefined) reportHookError(undefined, "breaker.onNeutral", error);
+});
+
 /** What the slow path must do after a read: pull again, or handle a failure. */
 const AGAIN = Symbol("again");
 type Pending = typeof AGAIN | { failed: unknown };
+
+/** A failed attempt, booked, waiting for its verdict. */
+interface Settled {
+  readonly f: Failure;
+  readonly error: unknown;
+  readonly more: FailOptions;
+}
 
 function closeIterator(it: AsyncIterator<unknown> | undefined): void {
   // Closing an SDK stream aborts its HTTP request. Never wait on it: a hung source must
@@ -50,7 +75,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   readonly #o: ResolvedOptions;
   readonly #open: OpenStream<C>;
   readonly #s: ResolvedStream<C>;
-  readonly #signal: AbortSignal | undefined;
+  readonly #grip: Grip = { source: undefined, lease: undefined };
   #resolve!: (o: StreamOutcome) => void;
   #reject!: (e: unknown) => void;
 
@@ -67,19 +92,22 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #output: number | undefined;
   #succeeded = false;
   #finished = false;
+  /** The slow path is driving the stream (opening, reading, deciding). */
+  #driving = false;
+  /** A failure settled while nobody was reading, for the next read to act on. */
+  #settled: Settled | undefined;
 
   constructor(o: ResolvedOptions, open: OpenStream<C>, options: StreamOptions<C> = {}) {
     this.#s = resolveStream(o, open, options);
     this.#o = o;
     this.#open = open;
-    this.#signal = options.signal;
     this.done = new Promise<StreamOutcome>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
     this.done.catch(noop); // the iterator throws too: an unread outcome is not unhandled
+    // Nothing is registered until the first read: a stream never read holds nothing.
     this.#call = new Call(o, options);
-    this.#signal?.addEventListener("abort", this.#onCallerAbort, { once: true });
   }
 
   get ledger(): Ledger {
@@ -138,8 +166,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /** Everything that is not the fast path; finishes the stream on any error it throws. */
   async #slow(pending: Pending | undefined): Promise<IteratorResult<C>> {
+    this.#driving = true;
     try {
       if (pending !== undefined && pending !== AGAIN) await this.#attemptFailed(pending.failed);
+      const settled = this.#settled;
+      this.#settled = undefined;
+      if (settled) await this.#call.after(settled.f, settled.error, settled.more);
       for (;;) {
         if (this.#finished) return { done: true, value: undefined };
         if (this.#outAt < this.#out.length)
@@ -169,6 +201,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     } catch (error) {
       this.#finish(error);
       throw error;
+    } finally {
+      this.#driving = false;
     }
   }
 
@@ -180,12 +214,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     const chunk = r.value;
     if (this.#s.inspect !== undefined) {
-      const inBand = this.#s.inspect(chunk);
+      const inBand = this.#inspect(chunk);
       if (inBand !== undefined) return { failed: inBand };
     }
     if (this.#s.usage !== undefined) this.#noteUsage(chunk);
     if (!this.#contentSeen) {
-      if (this.#s.isContent !== undefined && !this.#s.isContent(chunk)) {
+      if (this.#s.isContent !== undefined && !this.#isContent(chunk)) {
         this.#held.push(chunk);
         return AGAIN;
       }
@@ -204,11 +238,33 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     return { done: false, value: chunk };
   }
 
-  /** The consumer stopped (break out of for-await): close the source, keep no timer. */
+  /** The caller's `inspect`: one that throws reads as a normal chunk, reported. */
+  #inspect(chunk: C): unknown {
+    try {
+      return this.#s.inspect!(chunk);
+    } catch (error) {
+      reportHookError(this.#call, "inspect", error);
+      return undefined;
+    }
+  }
+
+  /** The caller's `isContent`: one that throws reads as content, reported. */
+  #isContent(chunk: C): boolean {
+    try {
+      return this.#s.isContent!(chunk);
+    } catch (error) {
+      reportHookError(this.#call, "isContent", error);
+      return true;
+    }
+  }
+
+  /** The consumer stopped (break out of for-await): close the source, keep no timer. An
+   * answer stopped after content is the upstream's success; before it, no verdict. */
   async return(): Promise<IteratorResult<C>> {
     if (!this.#finished) {
       const stoppedEarly = !this.#succeeded;
-      if (stoppedEarly && this.#scope) this.#call.succeed(this.#attemptUsage());
+      if (stoppedEarly && this.#scope)
+        this.#call.succeed(this.#attemptUsage(), this.#contentSeen ? "onSuccess" : "onNeutral");
       this.#finish(undefined, stoppedEarly);
     }
     return { done: true, value: undefined };
@@ -230,9 +286,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#held = [];
   }
 
-  async #startAttempt(): Promise<void> {
-    const scope = this.#call.begin();
-    this.#scope = scope;
+  /** The read handlers of one attempt: made once per attempt, they ignore a late answer
+   * from an attempt already cut; a cut while nobody reads is settled at once. */
+  #bindReads(scope: AttemptScope): void {
     this.#onRaced = (r) => {
       const resolve = this.#pendingRead;
       if (scope.aborted || resolve === undefined) return;
@@ -245,12 +301,20 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#pendingRead = undefined;
       resolve(this.#onReadError(e));
     };
-    scope.onAbort((reason) => {
+    scope.setAbortHook((reason) => {
       const resolve = this.#pendingRead;
-      if (resolve === undefined) return;
       this.#pendingRead = undefined;
-      resolve(this.#onReadError(reason));
+      if (resolve !== undefined) resolve(this.#onReadError(reason));
+      else if (!this.#driving) this.#cutWhileIdle(reason);
     });
+  }
+
+  async #startAttempt(): Promise<void> {
+    const scope = this.#call.begin(true);
+    this.#scope = scope;
+    this.#grip.lease = this.#call.lease;
+    if (this.#call.attempt === 1) abandoned.register(this, this.#grip, this.#grip);
+    this.#bindReads(scope);
     this.#attemptStart = this.#o.clock.now();
     this.#armWatchdog();
     let opening: Promise<AsyncIterable<C>>;
@@ -263,6 +327,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     try {
       const iterable = await scope.race(opening);
       this.#source = iterable[Symbol.asyncIterator]();
+      this.#grip.source = this.#source;
     } catch (error) {
       opening.then((late) => closeIterator(late?.[Symbol.asyncIterator]?.()), noop);
       await this.#attemptFailed(error);
@@ -308,11 +373,18 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     );
   }
 
+  /** The caller's `usage` reader: one that throws reads as no usage, reported. */
   #noteUsage(chunk: C) {
-    const u = this.#s.usage!(chunk);
-    if (u === undefined) return;
-    if (u.inputTokens !== undefined) this.#input = u.inputTokens;
-    if (u.outputTokens !== undefined) this.#output = u.outputTokens;
+    let u: Partial<Usage> | undefined;
+    try {
+      u = this.#s.usage!(chunk);
+    } catch (error) {
+      reportHookError(this.#call, "usage", error);
+      return;
+    }
+    if (u === undefined || u === null) return;
+    if (typeof u.inputTokens === "number") this.#input = u.inputTokens;
+    if (typeof u.outputTokens === "number") this.#output = u.outputTokens;
   }
 
   #attemptUsage(): Usage | undefined {
@@ -329,26 +401,37 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   async #attemptFailed(error: unknown): Promise<void> {
+    const settled = this.#settleAttempt(error);
+    await this.#call.after(settled.f, settled.error, settled.more);
+  }
+
+  /** Closes the failed attempt and books it; what follows (retry or give up) is for the
+   * reader to do. */
+  #settleAttempt(error: unknown): Settled {
     closeIterator(this.#source);
     this.#source = undefined;
+    this.#grip.source = undefined;
     const usage = this.#attemptUsage();
     const delivered = this.#delivered;
     const emitted = delivered.length > 0;
     const partial = emitted ? { chunks: delivered, usage } : undefined;
     this.#resetAttempt();
-    if (!emitted) {
-      await this.#call.fail(error, { usage });
-    } else if (this.#s.mode === "restart") {
+    let more: FailOptions = { usage };
+    if (emitted && this.#s.mode === "restart") {
       const attempt = this.#call.attempt;
       const onDiscard = this.#s.onDiscard!;
-      await this.#call.fail(error, {
-        usage,
-        partial,
-        beforeWait: () => onDiscard({ attempt, chunks: delivered, error }),
-      });
-    } else {
-      await this.#call.fail(error, { usage, partial, retry: false });
+      more = { usage, partial, beforeWait: () => onDiscard({ attempt, chunks: delivered, error }) };
+    } else if (emitted) {
+      more = { usage, partial, retry: false };
     }
+    return { f: this.#call.settle(error, more), error, more };
+  }
+
+  /** A timer or the caller cut the attempt while nobody was reading: let go of the
+   * source, the timer, the listener and the breaker now, not at the next read. */
+  #cutWhileIdle(reason: unknown): void {
+    if (this.#finished || this.#source === undefined) return;
+    this.#settled = this.#settleAttempt(reason);
   }
 
   #resetAttempt() {
@@ -362,18 +445,14 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#output = undefined;
   }
 
-  readonly #onCallerAbort = () => {
-    // Close the source at once, even if the consumer is not pulling.
-    closeIterator(this.#source);
-  };
-
   #finish(error: unknown, stopped = false) {
     if (this.#finished) return;
     this.#finished = true;
-    this.#scope?.end();
+    this.#call.abandon(); // what an attempt still open holds; a no-op once it ended
     closeIterator(this.#source);
     this.#source = undefined;
-    this.#signal?.removeEventListener("abort", this.#onCallerAbort);
+    this.#grip.source = undefined;
+    abandoned.unregister(this.#grip);
     if (error !== undefined) {
       this.#reject(error);
       return;
