@@ -5,5 +5,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 20_000,
     pool: "forks",
+    // Leak tests collect garbage on purpose (abandoned streams, bounded ledgers).
+    execArgv: ["--expose-gc"],
   },
 });

@@ -97,7 +97,7 @@ const setFanout = (signal: AbortSignal, f: Fanout | undefined) => {
 let toDetach: Fanout[] = [];
 function emptied(f: Fanout): void {
   toDetach.push(f);
-  if (toDetach.length === 1) setImmediate(detachAll).unref();
+  if (toDetach.length === 1) setImmediate(detachAll);
 }
 function detachAll(): void {
   const list = toDetach;

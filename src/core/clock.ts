@@ -51,10 +51,11 @@ const holder = {
   release(): void {
     if (--this.pending > 0 || this.checking) return;
     this.checking = true;
+    // Ref'd: an unref'd immediate waits for the next other event, which may never come.
     setImmediate(() => {
       this.checking = false;
       if (this.pending === 0) this.handle?.unref();
-    }).unref();
+    });
   },
 };
 const noop = () => {};

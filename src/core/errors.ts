@@ -1,6 +1,7 @@
 import type { TimeoutCause } from "./deadline.ts";
 import type { Failure } from "./failure.ts";
 import type { Ledger } from "./ledger.ts";
+import { isA } from "./safe.ts";
 import type { Usage } from "./usage.ts";
 
 interface ReasonFacts {
@@ -102,7 +103,7 @@ export class BreakwaterError extends Error {
   }
 }
 
-export const isBreakwaterError = (e: unknown): e is BreakwaterError => e instanceof BreakwaterError;
+export const isBreakwaterError = (e: unknown): e is BreakwaterError => isA(e, BreakwaterError);
 
 interface Outcome {
   reason: GiveUpReason;
@@ -130,18 +131,18 @@ const outcomeOf = (error: unknown): Outcome | undefined =>
 
 /** The ledger of the call that threw `error` (a BreakwaterError or a provider's own). */
 export function ledgerOf(error: unknown): Ledger | undefined {
-  if (error instanceof BreakwaterError && error.ledger) return error.ledger;
+  if (isA(error, BreakwaterError) && error.ledger) return error.ledger;
   return outcomeOf(error)?.ledger;
 }
 
 /** Why the policy gave up on the call that threw `error`. */
 export function reasonOf(error: unknown): GiveUpReason | undefined {
-  if (error instanceof BreakwaterError) return error.reason;
+  if (isA(error, BreakwaterError)) return error.reason;
   return outcomeOf(error)?.reason;
 }
 
 /** The failure classification of the last attempt of the call that threw `error`. */
 export function failureOf(error: unknown): Failure | undefined {
-  if (error instanceof BreakwaterError) return error.failure;
+  if (isA(error, BreakwaterError)) return error.failure;
   return outcomeOf(error)?.failure;
 }

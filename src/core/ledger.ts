@@ -1,5 +1,6 @@
 import type { Failure } from "./failure.ts";
 import { redact } from "./redact.ts";
+import { describeError } from "./safe.ts";
 import { addUsage, costOf, type Price, type Usage, ZERO_USAGE } from "./usage.ts";
 
 /** A hook that threw, and what it threw. */
@@ -99,10 +100,4 @@ export class Ledger {
   }
 }
 
-function messageOf(error: unknown): string {
-  try {
-    return redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
-  } catch {
-    return "an error that cannot be shown";
-  }
-}
+const messageOf = (error: unknown): string => redact(describeError(error));

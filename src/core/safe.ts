@@ -49,3 +49,16 @@ export function isA<T>(x: unknown, C: abstract new (...args: never[]) => T): x i
     return false;
   }
 }
+
+/** "Name: message" of an error, or the value as text; never throws. */
+export function describeError(error: unknown, withName = true): string {
+  try {
+    if (isA(error, Error)) {
+      const message = getStr(error, "message") ?? "";
+      return withName ? `${getStr(error, "name") ?? "Error"}: ${message}` : message;
+    }
+    return String(error);
+  } catch {
+    return "a value that cannot be shown";
+  }
+}

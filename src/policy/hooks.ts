@@ -1,5 +1,6 @@
 import type { Ledger } from "../core/ledger.ts";
 import { redact } from "../core/redact.ts";
+import { describeError } from "../core/safe.ts";
 
 /**
  * Runs one of the caller's hooks. Its exception never changes the call's outcome or costs
@@ -27,12 +28,7 @@ export function reportHookError(
   error: unknown,
 ): void {
   owner?.ledger.hookErrors.push({ hook, error });
-  let text: string;
-  try {
-    text = redact(error instanceof Error ? error.message : String(error));
-  } catch {
-    text = "an error that cannot be shown";
-  }
+  const text = redact(describeError(error, false));
   process.emitWarning(`breakwater: the ${hook} hook threw (the call went on without it): ${text}`, {
     type: "BreakwaterHookWarning",
     code: "BREAKWATER_HOOK_THREW",

@@ -1,6 +1,7 @@
 import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
+import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
 import { Call, type FailOptions } from "./call.ts";
@@ -465,7 +466,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 /** The GuardedStream behind an adapter's streaming call (typed as the SDK's own stream):
  * `guardedStream(await client.chat.completions.create({ stream: true, ... })).ledger`. */
 export function guardedStream<C = unknown>(stream: unknown): GuardedStream<C> {
-  if (stream instanceof GuardedStream) return stream as GuardedStream<C>;
+  if (isA(stream, GuardedStream)) return stream as GuardedStream<C>;
   throw new TypeError(
     "guardedStream: not a stream returned by breakwater (policy.stream or an adapter)",
   );

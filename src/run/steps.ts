@@ -1,5 +1,6 @@
 import type { Clock } from "../core/clock.ts";
 import { redact } from "../core/redact.ts";
+import { describeError } from "../core/safe.ts";
 import type { Journal } from "./journal.ts";
 
 /** What a step needs of its run. */
@@ -11,8 +12,7 @@ export interface StepContext {
   readonly onReplay: () => void;
 }
 
-const describe = (error: unknown): string =>
-  redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 2000);
+const describe = (error: unknown): string => redact(describeError(error)).slice(0, 2000);
 
 /** The step's result as JSON, or a TypeError naming the step. */
 function toJson(name: string, value: unknown): unknown {

@@ -1,6 +1,7 @@
 import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "../core/failure.ts";
 import { redact } from "../core/redact.ts";
+import { describeError, get, isA } from "../core/safe.ts";
 
 /** What the model should do about a failed tool call. */
 export type ToolAction = "retry_later" | "fix_arguments" | "check_state" | "do_not_retry";
@@ -95,9 +96,10 @@ export function isArgumentError(error: unknown): boolean {
   for (
     let e = error, i = 0;
     e !== null && typeof e === "object" && i < 8;
-    e = (e as { cause?: unknown }).cause, i++
+    e = get(e, "cause"), i++
   ) {
-    if (ARGUMENT_ERRORS.has(String((e as { name?: unknown }).name))) return true;
+    const name = get(e, "name");
+    if (typeof name === "string" && ARGUMENT_ERRORS.has(name)) return true;
   }
   return false;
 }
@@ -115,10 +117,10 @@ export function envelopeFor(
   reason: GiveUpReason | undefined,
   outcomeUnknown: boolean,
 ): ToolErrorEnvelope {
-  const detail = error instanceof Error ? error.message : undefined;
+  const detail = isA(error, Error) ? describeError(error, false) : undefined;
   if (outcomeUnknown) return envelope("OUTCOME_UNKNOWN", "check_state", detail);
   if (isArgumentError(error)) return envelope("INVALID_ARGUMENT", "fix_arguments", detail);
-  const ours = error instanceof BreakwaterError;
+  const ours = isA(error, BreakwaterError);
   if (
     (reason !== undefined && LATER.has(reason)) ||
     (ours && (reason === "deadline" || reason === "attempt-timeout"))

@@ -3,6 +3,7 @@ import type { Breaker, CircuitBreakerOptions } from "../core/breaker.ts";
 import type { Admission, RetryBudgetOptions } from "../core/budget.ts";
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
+import { isA } from "../core/safe.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import { policy as makePolicy, type Policy } from "../policy/policy.ts";
@@ -111,11 +112,11 @@ class ToolResultFailure extends Error {
 }
 
 const classifyResult = (error: unknown): Failure | undefined =>
-  error instanceof ToolResultFailure ? error.failure : undefined;
+  isA(error, ToolResultFailure) ? error.failure : undefined;
 
 /** Failures that prove the dependency did nothing: safe to repeat even an unsafe write. */
 function provesNothingRan(f: Failure, error: unknown): boolean {
-  if (error instanceof ToolResultFailure) return true;
+  if (isA(error, ToolResultFailure)) return true;
   if (f.status === 429 || f.status === 503) return true;
   return f.kind === "transport" && f.code !== undefined && NEVER_RAN_CODES.has(f.code);
 }
@@ -216,10 +217,10 @@ function attempt<A, R>(
 function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined, key: string) {
   if (
     reasonOf(error) === "cancelled" ||
-    (error instanceof BreakwaterError && error.reason.startsWith("run-"))
+    (isA(error, BreakwaterError) && error.reason.startsWith("run-"))
   )
     throw error;
-  if (error instanceof ToolResultFailure) {
+  if (isA(error, ToolResultFailure)) {
     // The last error value is what the model gets, as the tool wrote it.
     memo?.remember(key, error.result, g.retryLaterMs);
     return error.result as R;
@@ -227,7 +228,7 @@ function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined
   // A write that may have run and was not retried (a timeout, a reset, a cut answer, or
   // the deadline) has an unknown outcome.
   const f = failureOf(error);
-  const cause = error instanceof BreakwaterError ? error.cause : error;
+  const cause = isA(error, BreakwaterError) ? error.cause : error;
   const unknown = g.effect === "unsafe" && f?.retryable === true && !provesNothingRan(f, cause);
   const env = envelopeFor(error, reasonOf(error), unknown);
   const standsFor = env.error.action === "retry_later" ? g.retryLaterMs : Number.POSITIVE_INFINITY;

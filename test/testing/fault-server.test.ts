@@ -1,3 +1,4 @@
+import { connect, type Socket } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
@@ -359,9 +360,10 @@ describe("faults on script", () => {
   });
 
   it("serves its stats and takes a new script over HTTP, with validation", async () => {
-    expect((await post("/__script", { rules: [{ status: 503 }] })).status).toBe(200);
+    const json = { "content-type": "application/json" };
+    expect((await post("/__script", { rules: [{ status: 503 }] }, json)).status).toBe(200);
     expect((await post("/v1/chat/completions", {})).status).toBe(503);
-    const rejected = await post("/__script", { rules: [{ status: 99 }] });
+    const rejected = await post("/__script", { rules: [{ status: 99 }] }, json);
     expect(rejected.status).toBe(400);
     expect((await rejected.json()).error.message).toMatch(
       /"rules\[0\].status" must be an integer >= 100; got 99/,
@@ -447,5 +449,138 @@ describe("the tool endpoint and its idempotency ledger", () => {
     expect(fs.server.stats().tools.executed).toBe(0);
     expect((await tool({ order: 5 })).status).toBe(500);
     expect(fs.server.stats().tools.executed).toBe(1);
+  });
+});
+
+declare function gc(): void;
+
+describe("the fault server under abuse", () => {
+  const fs = useFaultServer();
+  const json = { "content-type": "application/json" };
+
+  /** A raw HTTP/1.1 exchange, so Host and Origin are exactly what we say. */
+  const raw = (head: string, body = ""): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const socket = connect(fs.server.port, "127.0.0.1", () => {
+        socket.end(
+          `${head}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      });
+      let out = "";
+      socket.on("data", (d) => (out += d));
+      socket.on("end", () => resolve(out));
+      socket.on("error", reject);
+    });
+
+  it("takes a script only as JSON, from this machine, and never a null one", async () => {
+    const plain = await fetch(`${fs.server.url}/__script`, {
+      method: "POST",
+      body: JSON.stringify({ rules: [{ status: 503 }] }),
+    });
+    expect(plain.status).toBe(415); // text/plain: what a web page can send without asking
+    const foreign = await fetch(`${fs.server.url}/__script`, {
+      method: "POST",
+      body: "{}",
+      headers: { ...json, origin: "https://evil.example" },
+    });
+    expect(foreign.status).toBe(403);
+    const rebound = await raw(
+      `POST /__script HTTP/1.1\r\nhost: attacker.example:${fs.server.port}\r\ncontent-type: application/json`,
+      "{}",
+    );
+    expect(rebound).toMatch(/^HTTP\/1.1 403/);
+    const otherPort = await raw("GET /__stats HTTP/1.1\r\nhost: 127.0.0.1:1");
+    expect(otherPort).toMatch(/^HTTP\/1.1 403/);
+    const nulled = await fetch(`${fs.server.url}/__script`, {
+      method: "POST",
+      body: "null",
+      headers: json,
+    });
+    expect(nulled.status).toBe(400);
+    expect(fs.server.stats().requests).toBe(0);
+    const local = await fetch(`${fs.server.url}/__script`, {
+      method: "POST",
+      body: "{}",
+      headers: { ...json, origin: `http://localhost:${fs.server.port}` },
+    });
+    expect(local.status).toBe(200);
+  });
+
+  it("answers 400, not 500, to deeply nested JSON and a bad %-encoding", async () => {
+    const deep = "[".repeat(200_000) + "]".repeat(200_000);
+    const r1 = await fetch(`${fs.server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: deep,
+      headers: json,
+    });
+    expect(r1.status).toBe(400);
+    const r2 = await fetch(`${fs.server.url}/tools/charge`, {
+      method: "POST",
+      body: deep,
+      headers: json,
+    });
+    expect(r2.status).toBe(400);
+    const r3 = await fetch(`${fs.server.url}/v1beta/models/%E0%A4%A:generateContent`, {
+      method: "POST",
+      body: "{}",
+      headers: json,
+    });
+    expect(r3.status).toBe(400);
+  });
+
+  it("keeps digests, not bodies, of what the tools executed", async () => {
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const big = JSON.stringify({ blob: "x".repeat(900 * 1024) });
+    for (let i = 0; i < 150; i++) {
+      const r = await fetch(`${fs.server.url}/tools/upload`, {
+        method: "POST",
+        body: big.replace('"blob"', `"blob${i}"`),
+        headers: { ...json, "idempotency-key": `k${i}` },
+      });
+      expect(r.status).toBe(200);
+      const result = await r.json();
+      expect(result.args).toEqual({ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    }
+    gc();
+    // 150 bodies of 0.9 MiB kept would be 135 MiB; digests are a few kilobytes.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(60 * 1024 * 1024);
+    expect(fs.server.stats().tools.executed).toBe(150);
+  });
+
+  it("cuts a client that sends headers or a body too slowly, and caps connections", async () => {
+    const server = await startFaultServer({ requestTimeoutMs: 300, maxConnections: 2 });
+    try {
+      const started = Date.now();
+      const closed = await new Promise<string>((resolve) => {
+        const socket = connect(server.port, "127.0.0.1", () => {
+          socket.write(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 100\r\n\r\n{",
+          );
+        });
+        let out = "";
+        socket.on("data", (d) => (out += d));
+        socket.on("close", () => resolve(out));
+      });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(closed).toMatch(/408|^$/); // a 408, or the connection dropped
+      const held = await Promise.all(
+        [0, 1, 2].map(
+          () =>
+            new Promise<Socket>((resolve) => {
+              const s = connect(server.port, "127.0.0.1", () => resolve(s));
+              s.on("error", () => {});
+            }),
+        ),
+      );
+      const third = await new Promise<boolean>((resolve) => {
+        held[2]!.on("close", () => resolve(true));
+        setTimeout(() => resolve(false), 1_000);
+      });
+      expect(third).toBe(true); // over maxConnections: closed by the server
+      for (const s of held) s.destroy();
+    } finally {
+      await server.close();
+    }
   });
 });

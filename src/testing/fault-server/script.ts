@@ -159,7 +159,7 @@ const SCRIPT = record<FaultScript>({
 export function parseScript(
   input: unknown,
 ): Required<Pick<FaultScript, "seed" | "text" | "rules">> & FaultScript {
-  const s = SCRIPT(input ?? {}, "", "fault script");
+  const s = SCRIPT(input === undefined ? {} : input, "", "fault script");
   return {
     ...s,
     seed: s.seed ?? 1,

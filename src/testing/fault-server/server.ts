@@ -23,6 +23,10 @@ export interface FaultServerOptions {
   host?: "127.0.0.1" | "::1" | "localhost";
   /** Larger request bodies get a 413. Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Open connections at once; more are refused. Default 512. */
+  maxConnections?: number;
+  /** A request (headers and body) must arrive within this. Default 30 000 ms. */
+  requestTimeoutMs?: number;
 }
 
 export interface FaultServer {
@@ -38,6 +42,41 @@ export interface FaultServer {
 }
 
 const MAX_TIMELINE = 200_000;
+/** Request bodies nested deeper than this are refused (the walks below recurse). */
+const MAX_DEPTH = 64;
+
+/** True when `value` nests deeper than `max` (counted without recursion). */
+function depthOver(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    if (d >= max) return true;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return false;
+}
+
+const LOOPBACK_HOST = /^(?:127\.0\.0\.1|localhost|\[::1\])(?::(\d+))?$/i;
+
+/**
+ * A browser page or a DNS-rebinding attack reaches a developer's loopback server with a
+ * foreign Host or Origin: both must name this machine (and the Host, this port).
+ */
+function refuseForeign(req: IncomingMessage, port: number): string | undefined {
+  const host = LOOPBACK_HOST.exec(req.headers.host ?? "");
+  if (!host || (host[1] !== undefined && Number(host[1]) !== port))
+    return `Host ${JSON.stringify(req.headers.host ?? "")} is not this loopback server`;
+  const origin = req.headers.origin;
+  if (origin === undefined) return undefined;
+  let originHost = "";
+  try {
+    originHost = new URL(origin).host;
+  } catch {}
+  return LOOPBACK_HOST.test(originHost)
+    ? undefined
+    : `Origin ${JSON.stringify(origin)} is not allowed`;
+}
 const GEMINI_PATH =
   /^\/v1(?:beta|alpha)?\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
 const TOOL_PATH = /^\/tools\/([A-Za-z0-9_.-]{1,64})$/;
@@ -129,6 +168,11 @@ class FaultServerImpl {
     });
   }
 
+  #port(): number {
+    const address = this.#server.address();
+    return typeof address === "object" && address ? address.port : 0;
+  }
+
   setScript(script: FaultScript) {
     this.#script = parseScript(script);
     this.#random = mulberry32(this.#script.seed);
@@ -156,8 +200,14 @@ class FaultServerImpl {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse) {
-    const url = new URL(req.url ?? "/", "http://fault.local");
-    const path = url.pathname;
+    const refused = refuseForeign(req, this.#port());
+    if (refused !== undefined) return this.#send(res, 403, { error: { message: refused } });
+    let path: string;
+    try {
+      path = new URL(req.url ?? "/", "http://fault.local").pathname;
+    } catch {
+      return this.#send(res, 400, { error: { message: "malformed request URL" } });
+    }
     if (path === "/__stats" && req.method === "GET") return this.#send(res, 200, this.stats());
     if (path === "/__reset" && req.method === "POST") {
       this.resetStats();
@@ -177,7 +227,15 @@ class FaultServerImpl {
     } else if (path === "/v1/messages") route = "anthropic";
     else if (gm) {
       route = "gemini";
-      model = decodeURIComponent(gm[1]!);
+      try {
+        model = decodeURIComponent(gm[1]!);
+      } catch {
+        return this.#send(
+          res,
+          400,
+          DIALECTS.gemini.error(400, "bad_request", "malformed model name"),
+        );
+      }
       geminiStream = gm[2] === "streamGenerateContent";
     } else if (tm) {
       route = "tools";
@@ -195,13 +253,19 @@ class FaultServerImpl {
     let body: unknown;
     try {
       body = raw.length === 0 ? {} : JSON.parse(raw);
-    } catch {
-      const message = "malformed JSON in request body";
+      if (depthOver(body, MAX_DEPTH)) throw new RangeError("too deep");
+    } catch (error) {
+      const message =
+        error instanceof RangeError
+          ? `request body nested deeper than ${MAX_DEPTH} levels`
+          : "malformed JSON in request body";
       if (route === undefined || route === "tools")
         return this.#send(res, 400, { error: { code: "INVALID_ARGUMENT", message } });
       return this.#send(res, 400, DIALECTS[route].error(400, "bad_request", message));
     }
     if (route === undefined) {
+      if (!String(req.headers["content-type"] ?? "").startsWith("application/json"))
+        return this.#send(res, 415, { error: { message: "a script is sent as application/json" } });
       try {
         this.setScript(body as FaultScript);
       } catch (error) {
@@ -536,6 +600,8 @@ const OPTIONS = record<FaultServerOptions>({
   port: int(0, 65_535),
   host: oneOf(LOOPBACK),
   maxBodyBytes: int(1),
+  maxConnections: int(1),
+  requestTimeoutMs: int(100, 3_600_000),
 });
 
 /** Starts the fault server on loopback. */
@@ -544,7 +610,16 @@ export async function startFaultServer(options: FaultServerOptions = {}): Promis
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? 0;
   const maxBody = o.maxBodyBytes ?? 1 << 20;
-  const server = createServer({ keepAliveTimeout: 1000 });
+  const requestTimeout = o.requestTimeoutMs ?? 30_000;
+  // Slow-header and slow-body clients are cut; a flood of connections is refused.
+  const server = createServer({
+    keepAliveTimeout: 1000,
+    requestTimeout,
+    headersTimeout: Math.min(10_000, requestTimeout),
+    // Node checks those timeouts on this interval (30 s by default).
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, requestTimeout / 4)),
+  });
+  server.maxConnections = o.maxConnections ?? 512;
   const impl = new FaultServerImpl(server, options.script, maxBody);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -16,13 +16,25 @@ export type IdempotencyVerdict =
   | { kind: "conflict" }
   | { kind: "mismatch" };
 
+/** Keys and effects kept at most (the oldest are forgotten first): a long run or a flood of
+ * large bodies must not grow the server without bound. */
+const MAX_ENTRIES = 50_000;
+/** Arguments echoed back in a result at most; larger ones are echoed as their digest. */
+const MAX_ECHO = 4_096;
+
+function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_ENTRIES) map.delete(map.keys().next().value as K);
+}
+
 /**
  * The dependency behind the tool endpoint: performs recorded side effects and honours
- * Idempotency-Key the way payment APIs do.
+ * Idempotency-Key the way payment APIs do. It keeps digests, not bodies.
  */
 export class SideEffectLedger {
   readonly #keys = new Map<string, KeyRecord>();
-  readonly #effects = new Set<string>();
+  readonly #effects = new Map<string, true>();
   readonly stats: ToolStats;
 
   constructor(stats: ToolStats) {
@@ -49,7 +61,7 @@ export class SideEffectLedger {
   /** Marks the work as started under `key` (a repeat meanwhile gets a 409). */
   begin(key: string | undefined, tool: string, body: unknown): void {
     if (key !== undefined)
-      this.#keys.set(`${tool}\u0000${key}`, {
+      remember(this.#keys, `${tool}\u0000${key}`, {
         hash: sha256(canonicalJson(body)),
         result: undefined,
         running: true,
@@ -58,17 +70,16 @@ export class SideEffectLedger {
 
   /** Performs the side effect; returns its result. */
   execute(key: string | undefined, tool: string, body: unknown): unknown {
-    const effect = `${tool}\u0000${canonicalJson(body)}`;
+    const json = canonicalJson(body);
+    const hash = sha256(json);
+    const effect = `${tool}\u0000${hash}`;
     if (this.#effects.has(effect)) this.stats.duplicateEffects++;
-    this.#effects.add(effect);
+    remember(this.#effects, effect, true);
     this.stats.executed++;
-    const result = { status: "ok", tool, executionId: this.stats.executed, args: body };
+    const args = json.length <= MAX_ECHO ? body : { sha256: hash };
+    const result = { status: "ok", tool, executionId: this.stats.executed, args };
     if (key !== undefined)
-      this.#keys.set(`${tool}\u0000${key}`, {
-        hash: sha256(canonicalJson(body)),
-        result,
-        running: false,
-      });
+      remember(this.#keys, `${tool}\u0000${key}`, { hash, result, running: false });
     return result;
   }
 }
