@@ -1,5 +1,6 @@
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
+import { benchSoak } from "./soak.bench.ts";
 import { benchStorm } from "./storm.bench.ts";
 import { benchStream } from "./stream.bench.ts";
 
@@ -9,6 +10,7 @@ const benches: Record<string, () => Promise<void>> = {
   stream: benchStream,
   deadline: benchDeadline,
   storm: benchStorm,
+  soak: benchSoak,
 };
 if (only !== undefined && !Object.hasOwn(benches, only)) {
   console.error(

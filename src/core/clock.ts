@@ -37,7 +37,7 @@ const ORIGIN = performance.timeOrigin;
 /**
  * Keeps the process alive while any systemClock timer is pending. One ref'd handle for all
  * of them: a ref'd timer per wait costs ~150 ns more than an unref'd one in Node, and the
- * handle is let go at most once per turn of the event loop, after the last timer ends.
+ * handle is cleared at most once per turn of the event loop, after the last timer ends.
  */
 const holder = {
   pending: 0,
@@ -45,8 +45,7 @@ const holder = {
   checking: false,
   hold(): void {
     if (this.pending++ > 0) return;
-    if (this.handle === undefined) this.handle = setInterval(noop, 2 ** 31 - 1);
-    else if (!this.handle.hasRef()) this.handle.ref();
+    this.handle ??= setInterval(noop, 2 ** 31 - 1);
   },
   release(): void {
     if (--this.pending > 0 || this.checking) return;
@@ -54,7 +53,9 @@ const holder = {
     // Ref'd: an unref'd immediate waits for the next other event, which may never come.
     setImmediate(() => {
       this.checking = false;
-      if (this.pending === 0) this.handle?.unref();
+      if (this.pending > 0 || this.handle === undefined) return;
+      clearInterval(this.handle);
+      this.handle = undefined;
     });
   },
 };

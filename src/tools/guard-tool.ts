@@ -3,6 +3,7 @@ import type { Breaker, CircuitBreakerOptions } from "../core/breaker.ts";
 import type { Admission, RetryBudgetOptions } from "../core/budget.ts";
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
+import { scrubError } from "../core/redact.ts";
 import { isA } from "../core/safe.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import type { PolicyOptions } from "../policy/options.ts";
@@ -233,7 +234,7 @@ function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined
   const env = envelopeFor(error, reasonOf(error), unknown);
   const standsFor = env.error.action === "retry_later" ? g.retryLaterMs : Number.POSITIVE_INFINITY;
   memo?.remember(key, env, standsFor);
-  if (g.errors === "throw") throw new ToolError(env, error);
+  if (g.errors === "throw") throw scrubError(new ToolError(env, error));
   return env;
 }
 
