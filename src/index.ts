@@ -5,6 +5,7 @@ export {
   audit,
   type LayerSpec,
 } from "./audit/audit.ts";
+export { AdaptiveAdmission, type AdaptiveAdmissionOptions } from "./core/admission.ts";
 export {
   type Backoff,
   type BackoffOptions,

@@ -9,8 +9,9 @@ import { opt, parseOptions } from "./validate.ts";
  * and syncs in the background, so the success path never waits on the network.
  */
 export interface Admission {
-  /** A retry asks to go. True admits it (and counts it as spent); false refuses it. */
-  tryAcquire(): boolean;
+  /** A retry asks to go, after `failure`. True admits it (and counts it as spent); false
+   * refuses it. */
+  tryAcquire(failure?: Failure): boolean;
   /** An attempt (first or retry) succeeded. */
   onSuccess(): void;
   /** An attempt failed; `failure` says how (overload signals drive adaptive admission). */

@@ -321,7 +321,7 @@ export class Call {
     if (breaker && runHook(this, "breaker.state", () => breaker.state, "closed") === "open")
       this.#giveUp("circuit-open", error, f);
     // An admission that throws refuses: when in doubt, protect the upstream.
-    if (budget && !runHook(this, "budget.tryAcquire", () => budget.tryAcquire(), false))
+    if (budget && !runHook(this, "budget.tryAcquire", () => budget.tryAcquire(f), false))
       this.#giveUp("budget", error, f);
     const event = { attempt: this.#attempt, error, failure: f, delayMs, ledger };
     if (onRetry && runHook(this, "onRetry", () => onRetry(event), undefined) === false) {

@@ -1,3 +1,4 @@
+import { AdaptiveAdmission } from "../core/admission.ts";
 import { type Backoff, type BackoffOptions, isBackoff, parseBackoff } from "../core/backoff.ts";
 import {
   type Breaker,
@@ -50,8 +51,9 @@ export interface PolicyOptions {
    * exponential backoff, or your own `Backoff`. @default { baseMs: 500, capMs: 8000 } */
   backoff?: BackoffOptions | Backoff;
   /** Retry-After is honoured up to `maxMs` (default 30 000); beyond it the call gives up
-   * at once with reason `retry-after-too-long`. `jitterMs` (default 1 000) caps the small
-   * random extra added on top so clients told the same value do not return together. */
+   * at once with reason `retry-after-too-long`. The wait is U(hint, 2·hint), the extra
+   * capped at `jitterMs` (default 5 000), so clients told the same reset time do not
+   * return together. */
   retryAfter?: { maxMs?: number; jitterMs?: number };
   /** Each attempt's own timeout, in ms. @default none */
   attemptTimeoutMs?: number;
@@ -63,9 +65,11 @@ export interface PolicyOptions {
   idleTimeoutMs?: number;
   /** Streams: a cap on one attempt's whole duration. @default none */
   totalTimeoutMs?: number;
-  /** Admits retries per upstream: a `RetryBudget`, your own `Admission`, or options for a
-   * RetryBudget shared by every call of this policy. @default none */
-  budget?: Admission | RetryBudgetOptions;
+  /** Admits retries per upstream (share one policy, or one admission, per provider × model
+   * × key). An `AdaptiveAdmission` (overload-aware), a `RetryBudget` (the fixed token
+   * bucket), your own `Admission`, options for a RetryBudget, or `false` for none.
+   * @default an AdaptiveAdmission shared by every call of this policy */
+  budget?: Admission | RetryBudgetOptions | false;
   /** Outside the retry loop: a `CircuitBreaker`, your own `Breaker`, or options for a
    * CircuitBreaker shared by every call of this policy. @default none */
   breaker?: Breaker | CircuitBreakerOptions;
@@ -145,14 +149,17 @@ const SPEC = {
   backoff: either(isBackoff, "a Backoff (an object with delay()) or backoff options"),
   retryAfter: opt.object({
     maxMs: opt.num(0, MAX_DELAY_MS, 30_000),
-    jitterMs: opt.num(0, MAX_DELAY_MS, 1_000),
+    jitterMs: opt.num(0, MAX_DELAY_MS, 5_000),
   }),
   attemptTimeoutMs: timeout,
   deadlineMs: timeout,
   firstTokenTimeoutMs: timeout,
   idleTimeoutMs: timeout,
   totalTimeoutMs: timeout,
-  budget: either(isAdmission, "an Admission (tryAcquire, onSuccess) or RetryBudget options"),
+  budget: either(
+    (x): x is Admission | false => x === false || isAdmission(x),
+    "an Admission (tryAcquire, onSuccess), RetryBudget options, or false",
+  ),
   breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
   clock: opt.any<Clock>(
     isClock,
@@ -168,6 +175,18 @@ const SPEC = {
   onSuccess: opt.fn<PolicyOptions["onSuccess"]>(),
 } satisfies Record<keyof PolicyOptions, Rule<unknown>>;
 
+/** The policy's admission: the one given, a RetryBudget from options, none for `false`,
+ * and by default an adaptive one on the policy's own clock and random source. */
+function admissionOf(
+  budget: Admission | object | false | undefined,
+  clock: Clock,
+  random: (() => number) | undefined,
+): Admission | undefined {
+  if (budget === false) return undefined;
+  if (budget === undefined) return new AdaptiveAdmission({ clock, ...(random && { random }) });
+  return isAdmission(budget) ? budget : new RetryBudget(budget as RetryBudgetOptions);
+}
+
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
   const { retryAfter, prices, budget, breaker, backoff, clock, random, ...rest } = parseOptions(
@@ -182,7 +201,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
     retryAfterMaxMs: retryAfter.maxMs,
     retryAfterJitterMs: retryAfter.jitterMs,
-    budget: isAdmission(budget) || budget === undefined ? budget : new RetryBudget(budget),
+    budget: admissionOf(budget, time, random),
     breaker:
       isBreaker(breaker) || breaker === undefined
         ? breaker

@@ -1,5 +1,6 @@
 import type { Price, Usage } from "../index.ts";
 import { inTrigger, type Scenario } from "./scenarios.ts";
+import type { ProviderMeter, RejectReason } from "./types.ts";
 
 /** Per-second series, all of length durationS. */
 export interface Series {
@@ -16,6 +17,8 @@ export interface Series {
   queued: number[];
   /** Tool scenario: requests arriving at the tool's dependency. */
   toolRequests: number[];
+  /** Requests sent to a fallback provider (stacks that have one). */
+  fallbackRequests: number[];
 }
 
 export interface StackResult {
@@ -49,13 +52,20 @@ export interface StackResult {
   /** Provider requests per second in the 60 s after the trigger, over their rate before
    * it: above 1, the trouble outlived its trigger. */
   loadAfterTrigger: number;
+  /** Successful logical calls per second while the trigger lasted. */
+  goodputDuringTrigger: number;
+  /** Requests the provider refused, by why: its queue was full, the trigger's injected
+   * errors, its rate limit, a spent quota. */
+  rejections: Record<RejectReason, number>;
+  /** Requests sent to a fallback provider. */
+  fallbackRequests: number;
   series: Series;
 }
 
 const zeros = (n: number) => new Array<number>(n).fill(0);
 
 /** Collects what one simulation run did. */
-export class Metrics {
+export class Metrics implements ProviderMeter {
   readonly #n: number;
   readonly #scenario: Scenario;
   readonly series: Series;
@@ -70,6 +80,13 @@ export class Metrics {
   readonly #waits: number[] = [];
   duplicateSideEffects = 0;
   #tool = { calls: 0, triggerCalls: 0, requests: 0, triggerRequests: 0, ok: 0 };
+  readonly #rejections: Record<RejectReason, number> = {
+    overflow: 0,
+    injected: 0,
+    rate: 0,
+    quota: 0,
+  };
+  #fallbackRequests = 0;
 
   constructor(scenario: Scenario) {
     this.#scenario = scenario;
@@ -83,6 +100,21 @@ export class Metrics {
       inService: new Array<number>(n).fill(-1),
       queued: new Array<number>(n).fill(-1),
       toolRequests: zeros(n),
+      fallbackRequests: zeros(n),
+    };
+  }
+
+  /** The meter of a fallback provider: its requests are counted apart, its tokens billed. */
+  fallbackMeter(): ProviderMeter {
+    return {
+      arrival: (ms) => {
+        if (this.#outside(ms)) return;
+        this.#fallbackRequests++;
+        this.series.fallbackRequests[this.#second(ms)]!++;
+      },
+      rejected: () => {},
+      inService: () => {},
+      served: (arrivedMs, usage) => this.served(arrivedMs, usage),
     };
   }
 
@@ -124,8 +156,10 @@ export class Metrics {
     this.#tool.ok++;
   }
 
-  rejected(ms: number, _reason: "overflow" | "injected") {
-    if (!this.#outside(ms)) this.series.rejected[this.#second(ms)]!++;
+  rejected(ms: number, reason: RejectReason) {
+    if (this.#outside(ms)) return;
+    this.series.rejected[this.#second(ms)]!++;
+    this.#rejections[reason]++;
   }
 
   /** A sample of the provider's occupancy, taken whenever a request starts or finishes. */
@@ -227,6 +261,9 @@ export class Metrics {
       ...(this.#scenario.tool && { tool: this.#toolResult() }),
       recoveryS: recoverySeconds(this.series.goodput, this.#scenario),
       loadAfterTrigger: loadAfter(this.series.requests, this.#scenario),
+      goodputDuringTrigger: meanOver(this.series.goodput, this.#scenario),
+      rejections: { ...this.#rejections },
+      fallbackRequests: this.#fallbackRequests,
       series: this.series,
     };
   }
@@ -235,6 +272,13 @@ export class Metrics {
 const ratio = (a: number, b: number, digits: number) => (b === 0 ? 0 : round(a / b, digits));
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+/** The mean per second of `series` while the trigger lasted. */
+export function meanOver(series: readonly number[], scenario: Scenario): number {
+  const { startS, endS } = scenario.trigger;
+  const slice = series.slice(startS, Math.min(series.length, endS));
+  return round(slice.reduce((a, b) => a + b, 0) / Math.max(1, slice.length), 1);
+}
 
 /** Mean requests/s in the 60 s after the trigger over the mean in the 40 s before it. */
 export function loadAfter(requests: readonly number[], scenario: Scenario): number {
@@ -246,15 +290,18 @@ export function loadAfter(requests: readonly number[], scenario: Scenario): numb
 }
 
 /**
- * Seconds from the trigger's end until goodput's 10-second mean is back to 95% of its mean
- * before the trigger (after the ramp-up); null if that never happens within the run.
+ * Seconds from the trigger's end until goodput's 10-second mean is back to its level before
+ * the trigger (after the ramp-up); null if that never happens within the run. "Back" means
+ * within the noise of a 10-second mean of the level (two standard errors of a Poisson count,
+ * the arrivals being Poisson), and at least 95% of it: a stack is not held back by the dice
+ * of its users' arrivals, nor let off with a lasting dent.
  */
 export function recoverySeconds(goodput: readonly number[], scenario: Scenario): number | null {
   const { startS, endS } = scenario.trigger;
   const from = Math.max(0, Math.min(20, startS - 10));
   const before = goodput.slice(Math.max(0, from), startS);
   const level = before.reduce((a, b) => a + b, 0) / Math.max(1, before.length);
-  const target = 0.95 * level;
+  const target = Math.min(0.95 * level, level - 2 * Math.sqrt(level / 10));
   for (let s = endS; s + 10 <= goodput.length; s++) {
     let sum = 0;
     for (let i = s; i < s + 10; i++) sum += goodput[i]!;

@@ -1,6 +1,18 @@
 import type { Usage } from "../index.ts";
-import { inTrigger, type ProviderSpec } from "./scenarios.ts";
-import { SimHttpError, type SimProviderApi, type SimRequest, type World } from "./types.ts";
+import { inTrigger, type ProviderSpec, type TriggerSpec } from "./scenarios.ts";
+import {
+  type RejectReason,
+  SimHttpError,
+  type SimProviderApi,
+  type SimRequest,
+  type World,
+} from "./types.ts";
+
+/** Whether key `k` is among the share of keys whose quota is spent (a stable hash). */
+function spent(k: number, share: number): boolean {
+  const h = Math.imul(k ^ 0x9e3779b9, 0x85ebca6b) >>> 0;
+  return h / 4_294_967_296 < share;
+}
 
 interface Job {
   arrivedAt: number;
@@ -41,10 +53,13 @@ export class SimProvider implements SimProviderApi {
 
   call(request: SimRequest, signal?: AbortSignal): Promise<Usage> {
     const now = this.#w.clock.now();
-    this.#w.metrics.arrival(now);
+    this.#w.meter.arrival(now);
     const t = this.#w.trigger;
-    if (this.#inTrigger(now) && t.errorRate !== undefined && this.#w.random() < t.errorRate) {
-      return this.#reject(t.errorStatus ?? 503, "injected");
+    if (this.#inTrigger(now)) {
+      if (t.errorRate !== undefined && this.#w.random() < t.errorRate)
+        return this.#reject(t.errorStatus ?? 503, "injected");
+      const limited = t.rateLimit && this.#rateLimited(now, t.rateLimit, request.key);
+      if (limited) return limited;
     }
     return new Promise<Usage>((resolve, reject) => {
       const job: Job = { arrivedAt: now, request, signal, resolve };
@@ -54,9 +69,33 @@ export class SimProvider implements SimProviderApi {
     });
   }
 
-  #reject(status: number, reason: "overflow" | "injected"): Promise<never> {
-    this.#w.metrics.rejected(this.#w.clock.now(), reason);
-    const error = new SimHttpError(status, reason, this.#spec.retryAfterS);
+  /** A fixed-window rate limit (and spent keys), as providers' RPM limits behave. */
+  #window = { start: Number.NEGATIVE_INFINITY, used: 0 };
+  #rateLimited(
+    now: number,
+    limit: NonNullable<TriggerSpec["rateLimit"]>,
+    key = 0,
+  ): Promise<never> | undefined {
+    // A spent key stays spent: the same keys fail on every request (a hash, not a draw).
+    if (limit.quotaShare !== undefined && spent(key, limit.quotaShare))
+      return this.#reject(429, "quota");
+    const width = limit.windowS * 1000;
+    const start = Math.floor(now / width) * width;
+    if (start !== this.#window.start) this.#window = { start, used: 0 };
+    if (this.#window.used < limit.perWindow) {
+      this.#window.used++;
+      return undefined;
+    }
+    return this.#reject(429, "rate", Math.max(1, Math.ceil((start + width - now) / 1000)));
+  }
+
+  #reject(
+    status: number,
+    reason: RejectReason,
+    retryAfterS = this.#spec.retryAfterS,
+  ): Promise<never> {
+    this.#w.meter.rejected(this.#w.clock.now(), reason);
+    const error = new SimHttpError(status, reason, retryAfterS);
     return this.#w.clock.sleep(this.#spec.rejectLatencyMs).then(() => {
       throw error;
     });
@@ -65,7 +104,7 @@ export class SimProvider implements SimProviderApi {
   #start(job: Job) {
     const now = this.#w.clock.now();
     this.#inService++;
-    this.#w.metrics.inService(now, this.#inService, this.#queue.length - this.#queueHead);
+    this.#w.meter.inService(now, this.#inService, this.#queue.length - this.#queueHead);
     const s = this.#spec;
     const slow = this.#inTrigger(now) ? (this.#w.trigger.latencyFactor ?? 1) : 1;
     const ms =
@@ -79,10 +118,10 @@ export class SimProvider implements SimProviderApi {
   #finish(job: Job) {
     this.#inService--;
     const usage = { inputTokens: job.request.inputTokens, outputTokens: job.request.outputTokens };
-    this.#w.metrics.served(job.arrivedAt, usage);
+    this.#w.meter.served(job.arrivedAt, usage);
     job.resolve(usage);
     this.#next();
-    this.#w.metrics.inService(
+    this.#w.meter.inService(
       this.#w.clock.now(),
       this.#inService,
       this.#queue.length - this.#queueHead,

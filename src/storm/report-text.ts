@@ -19,6 +19,7 @@ export function columns(hasTool: boolean): Column[] {
     { title: "req/call", value: (r) => r.amplification.toFixed(2) },
     { title: "req/call in trigger", value: (r) => r.amplificationDuringTrigger.toFixed(2) },
     { title: "success", value: (r) => pct(r.successRate) },
+    { title: "goodput in trigger", value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s` },
     { title: "wait p50", value: (r) => `${r.userWaitS.p50} s` },
     { title: "wait p99", value: (r) => `${r.userWaitS.p99} s` },
     { title: "wasted", value: (r) => money(r.cost.wasted) },
@@ -27,7 +28,7 @@ export function columns(hasTool: boolean): Column[] {
   ];
   if (hasTool) {
     cols.splice(
-      9,
+      10,
       0,
       {
         title: "tool req/call in trigger",
@@ -43,7 +44,7 @@ export function columns(hasTool: boolean): Column[] {
 /** A fixed-width table for the terminal. */
 export function textTable(report: StormReport): string {
   const out: string[] = [];
-  for (const { scenario, results } of report.scenarios) {
+  for (const { scenario, capacityGoodput, results } of report.scenarios) {
     const cols = columns(scenario.tool !== undefined);
     const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
     const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -54,7 +55,7 @@ export function textTable(report: StormReport): string {
     const t = scenario.trigger;
     out.push(`${scenario.name}: ${scenario.title}`);
     out.push(
-      `  (${scenario.source}; trigger ${t.startS}–${t.endS} s of ${scenario.durationS} s, seed ${report.seed})`,
+      `  (${scenario.source}; trigger ${t.startS}–${t.endS} s of ${scenario.durationS} s, seed ${report.seed}; the provider could answer ${capacityGoodput.toFixed(1)} calls/s during it)`,
     );
     out.push(`  ${line(rows[0]!)}`);
     out.push(`  ${widths.map((w) => "-".repeat(w)).join("  ")}`);
@@ -67,9 +68,12 @@ export function textTable(report: StormReport): string {
 /** The same tables in Markdown, for the README. */
 export function markdownTables(report: StormReport): string {
   const out: string[] = [];
-  for (const { scenario, results } of report.scenarios) {
+  for (const { scenario, capacityGoodput, results } of report.scenarios) {
     const cols = columns(scenario.tool !== undefined);
-    out.push(`**${scenario.name}**: ${scenario.title} (${scenario.source})`, "");
+    out.push(
+      `**${scenario.name}**: ${scenario.title} (${scenario.source}; the provider could answer ${capacityGoodput.toFixed(1)} calls/s during the trigger)`,
+      "",
+    );
     out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
     out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
     for (const r of results) out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);

@@ -26,6 +26,10 @@ export interface TriggerSpec {
   errorStatus?: number;
   latencyFactor?: number;
   capacityFactor?: number;
+  /** A rate limit: at most `perWindow` requests per `windowS` window (fixed windows, as
+   * RPM limits are); beyond it a 429 with Retry-After until the window resets. A share
+   * `quotaShare` of all requests gets a 429 `insufficient_quota` (a spent key). */
+  rateLimit?: { perWindow: number; windowS: number; quotaShare?: number };
 }
 
 /** Whether `ms` (virtual time) falls inside the trigger window. */
@@ -68,6 +72,9 @@ export interface Scenario {
   source: string;
   durationS: number;
   provider: ProviderSpec;
+  /** The app's per-attempt timeout, given to every stack (as teams set one for interactive
+   * agents); absent: each stack keeps its own default. */
+  attemptTimeoutS?: number;
   trigger: TriggerSpec;
   users: UsersSpec;
   tool?: ToolSpec;
@@ -144,6 +151,41 @@ export const SCENARIOS: Record<string, Scenario> = {
     },
     trigger: { startS: 60, endS: 150, errorRate: 0.2, errorStatus: 529, latencyFactor: 3 },
     users: { ...USERS, outputTokens: [400, 1_200], patienceS: 300 },
+    prices: PRICES,
+  },
+  metastable: {
+    name: "metastable",
+    title:
+      "30 s in which latency triples, under an app's 6 s timeout: does the trouble outlive it?",
+    source:
+      "metastable failures (Bronson et al., HotOS 2021; Huang et al., OSDI 2022): a trigger, then retries sustain it",
+    durationS: 300,
+    // The same provider with a deeper queue: a full one is 5 s of waiting. Requests whose
+    // clients timed out are still served, so once the queue is full of them every attempt
+    // waits longer than the app's 6 s timeout, fails, and is retried into the same queue.
+    provider: { ...PROVIDER, maxQueue: 300 },
+    attemptTimeoutS: 6,
+    trigger: { startS: 60, endS: 90, latencyFactor: 3 },
+    // One call per turn, so a failed call does not lighten a turn: the arrivals of calls
+    // stay open-loop (~47/s, 80% of the provider), as in the published models.
+    users: { ...USERS, conversations: 480, modelCallsPerTurn: 1 },
+    prices: PRICES,
+  },
+  "rate-limit": {
+    name: "rate-limit",
+    title: "Two minutes of 429s from a spent rate limit (Retry-After), and a few spent keys",
+    source:
+      "a rate-limit storm: RPM limits answered with 429 and Retry-After, some insufficient_quota",
+    durationS: 240,
+    provider: PROVIDER,
+    // 60% of the usual load per 10 s window gets through; beyond it a 429 with Retry-After
+    // until the window resets; 3% of the conversations use a key whose quota is spent.
+    trigger: {
+      startS: 60,
+      endS: 180,
+      rateLimit: { perWindow: 290, windowS: 10, quotaShare: 0.03 },
+    },
+    users: USERS,
     prices: PRICES,
   },
   blip: {

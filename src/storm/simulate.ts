@@ -39,7 +39,38 @@ function streams(seed: number) {
     world: mulberry32(seed),
     stack: mulberry32(seed ^ 0x5bd1e995),
     user: (i: number) => mulberry32((seed * 7919 + i * 104_729 + 1) >>> 0),
+    fallback: mulberry32((seed * 31_337 + 7) >>> 0),
   };
+}
+
+/** A trigger that never fires: the fallback provider is healthy throughout. */
+const CALM = { startS: 0, endS: 0 };
+
+/** The calls per second the users make when the provider is healthy. */
+export function offeredCallRate(scenario: Scenario): number {
+  const u = scenario.users;
+  return (
+    (u.conversations * u.turnsPerConversation * u.modelCallsPerTurn) /
+    expectedConversationS(scenario)
+  );
+}
+
+/**
+ * What the provider could answer per second while the trigger lasted: the calls its
+ * remaining slots serve at the trigger's latency, net of the requests its trigger refuses
+ * outright, and never more than the users ask for.
+ */
+export function capacityGoodput(scenario: Scenario): number {
+  const { provider: p, trigger: t, users: u } = scenario;
+  const out = (u.outputTokens[0] + u.outputTokens[1]) / 2;
+  const serviceS = ((p.ttftMs + out * p.perOutputTokenMs) * (t.latencyFactor ?? 1)) / 1000;
+  const slots = Math.max(1, Math.round(p.maxConcurrent * (t.capacityFactor ?? 1)));
+  const limit = t.rateLimit ? t.rateLimit.perWindow / t.rateLimit.windowS : Infinity;
+  const timedOut = scenario.attemptTimeoutS !== undefined && serviceS > scenario.attemptTimeoutS;
+  const served = timedOut ? 0 : Math.min(slots / serviceS, limit);
+  // Calls on a spent key can never be answered.
+  const askable = offeredCallRate(scenario) * (1 - (t.rateLimit?.quotaShare ?? 0));
+  return Math.round(Math.min(askable, served) * 10) / 10;
 }
 
 const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);
@@ -55,12 +86,25 @@ export async function simulate(
 ): Promise<StackResult> {
   const warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
   const clock = new VirtualClock(-warmupMs);
-  const { world: worldRandom, stack: stackRandom, user: userRandom } = streams(options.seed);
+  const r = streams(options.seed);
+  const { user: userRandom } = r;
   const metrics = new Metrics(scenario);
-  const world = { clock, trigger: scenario.trigger, random: worldRandom, metrics };
+  const world = { clock, trigger: scenario.trigger, random: r.world, metrics, meter: metrics };
   const provider = new SimProvider(world, scenario.provider);
+  const fallback = new SimProvider(
+    { clock, trigger: CALM, random: r.fallback, metrics, meter: metrics.fallbackMeter() },
+    scenario.provider,
+  );
   const tool = new SimTool(world, scenario.tool);
-  const client = stack.create({ clock, random: stackRandom, provider, tool });
+  const timeout = scenario.attemptTimeoutS;
+  const client = stack.create({
+    clock,
+    random: r.stack,
+    provider,
+    tool,
+    fallback,
+    ...(timeout !== undefined && { attemptTimeoutMs: timeout * 1000 }),
+  });
   const endMs = scenario.durationS * 1000;
   const stop = new AbortController();
   let turns = 0;
@@ -74,6 +118,7 @@ export async function simulate(
   const conversation = async (index: number) => {
     const u = scenario.users;
     const random = userRandom(index);
+    const key = index;
     let depth = 0;
     let due = clock.now();
     for (let t = 0; t < u.turnsPerConversation && clock.now() < endMs; t++) {
@@ -81,7 +126,7 @@ export async function simulate(
         due += turnMs + between(random, u.thinkS) * 1000;
         if (due > clock.now()) await clock.sleep(due - clock.now(), stop.signal);
       }
-      depth = await turn(client, u, depth, random);
+      depth = await turn(client, u, depth, random, key);
     }
   };
 
@@ -90,6 +135,7 @@ export async function simulate(
     u: Scenario["users"],
     depth: number,
     random: () => number,
+    key: number,
   ): Promise<number> => {
     const started = clock.now();
     const info: TurnInfo = {
@@ -127,6 +173,7 @@ export async function simulate(
           continue;
         }
         const request = {
+          key,
           inputTokens: Math.min(
             u.inputTokens.max,
             u.inputTokens.base + u.inputTokens.perCall * depth++,

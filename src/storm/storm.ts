@@ -1,6 +1,6 @@
 import type { StackResult } from "./metrics.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
-import { simulate } from "./simulate.ts";
+import { capacityGoodput, simulate } from "./simulate.ts";
 import { STACKS } from "./stacks.ts";
 import type { StormStack } from "./types.ts";
 
@@ -15,6 +15,8 @@ export interface StormOptions {
 
 export interface ScenarioReport {
   scenario: Omit<Scenario, "prices"> & { prices: Scenario["prices"] };
+  /** What the provider could answer per second during the trigger (calls/s). */
+  capacityGoodput: number;
   results: StackResult[];
 }
 
@@ -45,7 +47,7 @@ export async function runStorm(options: StormOptions = {}): Promise<StormReport>
         options.onProgress && ((d: number) => options.onProgress!(name, stack.name, d));
       results.push(await simulate(scenario, stack, { seed, ...(onProgress && { onProgress }) }));
     }
-    scenarios.push({ scenario, results });
+    scenarios.push({ scenario, capacityGoodput: capacityGoodput(scenario), results });
   }
   return { seed, scenarios };
 }

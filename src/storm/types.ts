@@ -2,18 +2,33 @@ import type { Clock, Usage } from "../index.ts";
 import type { Metrics } from "./metrics.ts";
 import type { TriggerSpec } from "./scenarios.ts";
 
+/** What a provider reports as it works: arrivals, rejections, occupancy, billing. */
+export interface ProviderMeter {
+  arrival(ms: number): void;
+  rejected(ms: number, reason: RejectReason): void;
+  inService(ms: number, inService: number, queued: number): void;
+  served(arrivedMs: number, usage: Usage): void;
+}
+
 /** What the simulated provider and tool share: time, the trouble, randomness, the meters. */
 export interface World {
   readonly clock: Clock;
   readonly trigger: TriggerSpec;
   readonly random: () => number;
   readonly metrics: Metrics;
+  /** Where the provider reports (the primary: `metrics`; a fallback: its own meter). */
+  readonly meter: ProviderMeter;
 }
+
+/** Why the simulated provider refused a request. */
+export type RejectReason = "overflow" | "injected" | "rate" | "quota";
 
 /** One model request as the simulated provider sees it. */
 export interface SimRequest {
   readonly inputTokens: number;
   readonly outputTokens: number;
+  /** The API key the conversation's requests carry (a spent quota is per key). */
+  readonly key?: number;
 }
 
 /** What a provider error looks like in the storm: an SDK-shaped HTTP error. */
@@ -23,12 +38,22 @@ export class SimHttpError extends Error {
   readonly headers: Record<string, string>;
   readonly error: { type: string; code: string };
 
-  constructor(status: number, reason: "overflow" | "injected", retryAfterS?: number) {
-    super(`simulated ${status} (${reason})`);
+  constructor(status: number, reason: RejectReason, retryAfterS?: number) {
+    super(
+      reason === "quota"
+        ? "You exceeded your current quota, please check your plan and billing details."
+        : `simulated ${status} (${reason})`,
+    );
     this.status = status;
     this.headers = retryAfterS === undefined ? {} : { "retry-after": String(retryAfterS) };
     const type =
-      status === 529 ? "overloaded_error" : status === 429 ? "rate_limit_error" : "api_error";
+      reason === "quota"
+        ? "insufficient_quota"
+        : status === 529
+          ? "overloaded_error"
+          : status === 429
+            ? "rate_limit_error"
+            : "api_error";
     this.error = { type, code: type };
   }
 }
@@ -63,6 +88,11 @@ export interface StackContext {
   readonly random: () => number;
   readonly provider: SimProviderApi;
   readonly tool: SimToolApi;
+  /** A second, independent provider for stacks that fall back to one. */
+  readonly fallback: SimProviderApi;
+  /** The app's per-attempt timeout when the scenario sets one (every stack is given the
+   * same); undefined: each stack keeps its own default. */
+  readonly attemptTimeoutMs?: number | undefined;
 }
 
 export interface StackClient {
