@@ -50,6 +50,14 @@ export { ConfigError } from "./core/validate.ts";
 export { HttpError, throwIfNotOk } from "./http/http-error.ts";
 export type { AttemptContext, CallOptions } from "./policy/call.ts";
 export type { ExecuteOptions } from "./policy/execute.ts";
+export {
+  type ChainCallOptions,
+  type Fallback,
+  type FallbackOptions,
+  fallback,
+  movesOn,
+  type Upstream,
+} from "./policy/fallback.ts";
 export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
 export { type Operation, type Policy, policy } from "./policy/policy.ts";
 export {

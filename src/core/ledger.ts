@@ -19,6 +19,10 @@ export interface AttemptRecord {
   readonly outcome: "ok" | "failed";
   readonly failure?: Failure;
   readonly usage?: Usage;
+  /** The upstream that answered it, when a call spans several (a fallback chain). */
+  readonly upstream?: string;
+  /** Its price, when it differs from the ledger's (an upstream with another model). */
+  readonly price?: Price | undefined;
 }
 
 /**
@@ -71,12 +75,16 @@ export class Ledger {
 
   /** Money, when a price is known: `{ usage, wasted, billed }` in the price's currency. */
   get cost(): { usage: number; wasted: number; billed: number } | undefined {
-    if (this.price === undefined) return undefined;
-    return {
-      usage: costOf(this.usage, this.price)!,
-      wasted: costOf(this.wasted, this.price)!,
-      billed: costOf(this.billed, this.price)!,
-    };
+    const priced = this.attempts.some((a) => (a.price ?? this.price) !== undefined);
+    if (this.price === undefined && !priced) return undefined;
+    let usage = 0;
+    let wasted = 0;
+    for (const a of this.attempts) {
+      const c = costOf(a.usage ?? ZERO_USAGE, a.price ?? this.price) ?? 0;
+      if (a.outcome === "ok") usage = c;
+      else wasted += c;
+    }
+    return { usage, wasted, billed: usage + wasted };
   }
 
   get waitedMs(): number {

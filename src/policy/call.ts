@@ -11,6 +11,7 @@ import {
 import { type Failure, failure, KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import { scrubError } from "../core/redact.ts";
+import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, type Rule } from "../core/validate.ts";
 import { isRun, partsOf } from "../run/internal.ts";
@@ -44,6 +45,16 @@ export interface CallOptions {
   /** Classifies this call's errors before the policy's `classify` and the built-in one;
    * return undefined to fall through to them. */
   classify?: (error: unknown, nowMs: number) => Failure | undefined;
+  /** An absolute deadline on the policy's clock that this call may not pass, beside its
+   * own `deadlineMs` (a fallback chain shares one across its upstreams). */
+  deadlineAt?: number;
+  /** Fewer attempts than the policy allows, for this call (what a chain has left). */
+  maxAttempts?: number;
+  /** Record the attempts into this ledger (a chain's, shared by its upstreams) instead of
+   * a new one. The caller accounts for it with the run. */
+  ledger?: Ledger;
+  /** Names the upstream in the ledger's attempt records. */
+  upstream?: string;
 }
 
 export interface FailOptions {
@@ -68,6 +79,13 @@ export const CALL_SPEC = {
   run: opt.any<Run>(isRun, "a Run (new Run({ ... }))"),
   retryIf: opt.fn<CallOptions["retryIf"]>(),
   classify: opt.fn<CallOptions["classify"]>(),
+  deadlineAt: opt.any<number>(
+    (x) => typeof x === "number" && !Number.isNaN(x),
+    "a time on the policy's clock",
+  ),
+  maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
+  ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
+  upstream: opt.str(),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
@@ -91,6 +109,9 @@ export class Call {
   readonly #limits: RunLimits | undefined;
   readonly #retryIf: CallOptions["retryIf"];
   readonly #classify: CallOptions["classify"];
+  /** The rules decide reads: the policy's, with this call's own attempt cap if it has one. */
+  readonly #rules: ResolvedOptions | (ResolvedOptions & { maxAttempts: number });
+  readonly #upstream: string | undefined;
   readonly #startedAt: number;
   /** Whether anything can refuse an attempt (spares the checks on the common path). */
   readonly #gated: boolean;
@@ -114,17 +135,22 @@ export class Call {
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#retryIf = options?.retryIf;
     this.#classify = options?.classify;
+    this.#upstream = options?.upstream;
+    this.#ledger = options?.ledger;
+    const cap = options?.maxAttempts;
+    this.#rules = cap === undefined || cap >= o.maxAttempts ? o : { ...o, maxAttempts: cap };
     const now = o.clock.now();
     this.#startNow = now;
     this.#startedAt = now;
     const runAllows = this.#limits?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
-    this.deadline = callDeadline(now, o.deadlineMs, runAllows);
+    const given = options?.deadlineAt ?? Number.POSITIVE_INFINITY;
+    this.deadline = callDeadline(now, Math.min(o.deadlineMs, given - now), runAllows);
     this.#gated =
       this.#signal !== undefined ||
       this.#limits !== undefined ||
       o.breaker !== undefined ||
       this.deadline.at !== Number.POSITIVE_INFINITY;
-    this.#limits?.addCall(this.ledger);
+    if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
   }
 
   /** Made on first use: a call that succeeds with nobody watching (no run, no onSuccess,
@@ -250,7 +276,7 @@ export class Call {
 
   /** What follows a settled failure: decide, admit, wait (or give up). */
   async after(f: Failure, error: unknown, more: FailOptions = {}): Promise<void> {
-    const verdict = decide(this.#state(f, more), f, this.#o.clock.now(), this.#o);
+    const verdict = decide(this.#state(f, more), f, this.#o.clock.now(), this.#rules);
     if (!verdict.retry)
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
     this.#admit(verdict.delayMs, error, f);
@@ -341,6 +367,8 @@ export class Call {
     };
     if (f) a.failure = f;
     if (usage) a.usage = usage;
+    if (this.#upstream !== undefined) a.upstream = this.#upstream;
+    if (this.#o.price !== this.ledger.price) a.price = this.#o.price;
     this.ledger.record(a);
     return now;
   }

@@ -46,8 +46,9 @@ export interface StackResult {
     amplificationDuringTrigger: number;
     successRate: number;
   };
-  /** Seconds after the trigger ended until goodput was back to 95% of its pre-trigger
-   * level for 10 s; null if not within the run. */
+  /** Seconds after the trigger ended until goodput was back to what the same users got
+   * with no trigger at all (a calm run of the same seed), for 10 s; null if not within the
+   * run. */
   recoveryS: number | null;
   /** Provider requests per second in the 60 s after the trigger, over their rate before
    * it: above 1, the trouble outlived its trigger. */
@@ -229,7 +230,7 @@ export class Metrics implements ProviderMeter {
     }
   }
 
-  result(stack: string, prices: Price): StackResult {
+  result(stack: string, prices: Price, calm?: readonly number[]): StackResult {
     this.#fillForward();
     const billed = this.#billed.inputTokens + this.#billed.outputTokens;
     const used = this.#used.inputTokens + this.#used.outputTokens;
@@ -259,7 +260,7 @@ export class Metrics implements ProviderMeter {
       cost: { billed: round(price(this.#billed), 2), wasted: round(price(wasted), 2) },
       duplicateSideEffects: this.duplicateSideEffects,
       ...(this.#scenario.tool && { tool: this.#toolResult() }),
-      recoveryS: recoverySeconds(this.series.goodput, this.#scenario),
+      recoveryS: recoverySeconds(this.series.goodput, this.#scenario, calm),
       loadAfterTrigger: loadAfter(this.series.requests, this.#scenario),
       goodputDuringTrigger: meanOver(this.series.goodput, this.#scenario),
       rejections: { ...this.#rejections },
@@ -290,22 +291,26 @@ export function loadAfter(requests: readonly number[], scenario: Scenario): numb
 }
 
 /**
- * Seconds from the trigger's end until goodput's 10-second mean is back to its level before
- * the trigger (after the ramp-up); null if that never happens within the run. "Back" means
- * within the noise of a 10-second mean of the level (two standard errors of a Poisson count,
- * the arrivals being Poisson), and at least 95% of it: a stack is not held back by the dice
- * of its users' arrivals, nor let off with a lasting dent.
+ * Seconds from the trigger's end until goodput's 10-second sum is back to what the same
+ * users got in a calm run (the same seed, no trigger): at least 95% of it, or within two
+ * standard errors of a Poisson count of it, whichever is lower. Measured against the calm
+ * run, a dip in the users' own arrivals is not taken for the provider's trouble. Without a
+ * calm run, the level before the trigger stands in. Null if never within the run.
  */
-export function recoverySeconds(goodput: readonly number[], scenario: Scenario): number | null {
+export function recoverySeconds(
+  goodput: readonly number[],
+  scenario: Scenario,
+  calm?: readonly number[],
+): number | null {
   const { startS, endS } = scenario.trigger;
   const from = Math.max(0, Math.min(20, startS - 10));
-  const before = goodput.slice(Math.max(0, from), startS);
+  const before = goodput.slice(from, startS);
   const level = before.reduce((a, b) => a + b, 0) / Math.max(1, before.length);
-  const target = Math.min(0.95 * level, level - 2 * Math.sqrt(level / 10));
+  const sum = (a: readonly number[], s: number) => a.slice(s, s + 10).reduce((x, y) => x + y, 0);
   for (let s = endS; s + 10 <= goodput.length; s++) {
-    let sum = 0;
-    for (let i = s; i < s + 10; i++) sum += goodput[i]!;
-    if (sum / 10 >= target) return s - endS;
+    const expected = calm ? sum(calm, s) : level * 10;
+    if (sum(goodput, s) >= Math.min(0.95 * expected, expected - 2 * Math.sqrt(expected)))
+      return s - endS;
   }
   return null;
 }

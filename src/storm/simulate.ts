@@ -27,6 +27,9 @@ export function expectedConversationS(scenario: Scenario): number {
 
 export interface SimulateOptions {
   seed: number;
+  /** Goodput per second of a calm run (the same seed, no trigger), to measure recovery
+   * against what the same users would have got. */
+  calm?: readonly number[];
   /** Called with the share of simulated time done, [0, 1]. */
   onProgress?: (done: number) => void;
 }
@@ -230,5 +233,5 @@ export async function simulate(
     options.onProgress?.(Math.min(1, Math.max(0, (t + sliceMs + warmupMs) / (endMs + warmupMs))));
   }
   stop.abort();
-  return metrics.result(stack.name, scenario.prices);
+  return metrics.result(stack.name, scenario.prices, options.calm);
 }

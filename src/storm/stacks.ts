@@ -1,11 +1,13 @@
 import {
   CircuitBreaker,
+  fallback,
   guardTool,
   type Policy,
   type PolicyOptions,
   policy,
   RetryBudget,
   Run,
+  type Usage,
 } from "../index.ts";
 import { AI_SDK, LANGCHAIN, NAIVE, OPENAI_NODE, type PeerLayer, runLayers } from "./peers.ts";
 import type { StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
@@ -181,4 +183,35 @@ export const breakwater: StormStack = {
   },
 };
 
-export const STACKS: readonly StormStack[] = [naive, openaiSdk, aiSdk, langchain, breakwater];
+/**
+ * breakwater with a fallback: the same policy at the primary, and a second provider (another
+ * region or vendor, healthy here) with its own policy, admission and breaker. A call moves on
+ * when the primary cannot take it now (admission refused, breaker open, attempts used up on
+ * transient failures), under one deadline, attempt cap and ledger per call.
+ */
+export const breakwaterFallback: StormStack = {
+  name: "breakwater+fallback",
+  description: "breakwater, then a second provider when the first cannot take the call",
+  propagatesCancel: true,
+  create: (ctx) => {
+    const primary = breakwaterPolicy(ctx);
+    const secondary = breakwaterPolicy(ctx);
+    return {
+      model: (req, { signal, turn }) =>
+        fallback<Usage>([
+          { name: "primary", policy: primary, call: (a) => ctx.provider.call(req, a.signal) },
+          { name: "fallback", policy: secondary, call: (a) => ctx.fallback.call(req, a.signal) },
+        ]).execute({ run: runOf(ctx, turn), ...(signal && { signal }) }),
+      tool: chargeTool(ctx),
+    };
+  },
+};
+
+export const STACKS: readonly StormStack[] = [
+  naive,
+  openaiSdk,
+  aiSdk,
+  langchain,
+  breakwater,
+  breakwaterFallback,
+];

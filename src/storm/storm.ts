@@ -42,10 +42,18 @@ export async function runStorm(options: StormOptions = {}): Promise<StormReport>
   for (const name of names) {
     const scenario = SCENARIOS[name]!;
     const results: StackResult[] = [];
+    // With no trouble every stack sends the same requests: one calm run is the reference.
+    const quiet = {
+      ...scenario,
+      trigger: { startS: scenario.trigger.startS, endS: scenario.trigger.startS },
+    };
+    const calm = (await simulate(quiet, stacks[0]!, { seed })).series.goodput;
     for (const stack of stacks) {
       const onProgress =
         options.onProgress && ((d: number) => options.onProgress!(name, stack.name, d));
-      results.push(await simulate(scenario, stack, { seed, ...(onProgress && { onProgress }) }));
+      results.push(
+        await simulate(scenario, stack, { seed, calm, ...(onProgress && { onProgress }) }),
+      );
     }
     scenarios.push({ scenario, capacityGoodput: capacityGoodput(scenario), results });
   }

@@ -1,0 +1,246 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  CircuitBreaker,
+  fallback,
+  policy,
+  RetryBudget,
+  Run,
+  reasonOf,
+  VirtualClock,
+} from "../../src/index.ts";
+import { FakeStream, type FaultServer, startFaultServer } from "../../src/testing/index.ts";
+import { drive, driveError, httpError } from "../helpers.ts";
+
+/** An upstream's operation that fails with `errors` in turn, then answers `name`. */
+function upstream(name: string, errors: unknown[] = []) {
+  let n = 0;
+  const calls = () => n;
+  const call = async () => {
+    const e = errors[n++];
+    if (e !== undefined) throw e;
+    return name;
+  };
+  return { call, calls };
+}
+
+describe("fallback: the next upstream when this one cannot take the call", () => {
+  it("primary down: its attempts, then the fallback answers; one ledger names both", async () => {
+    const clock = new VirtualClock();
+    const a = upstream("a", [httpError(503), httpError(503), httpError(503)]);
+    const b = upstream("b");
+    const chain = fallback([
+      { name: "a", policy: policy({ clock, maxAttempts: 2 }), call: a.call },
+      { name: "b", policy: policy({ clock }), call: b.call },
+    ]);
+    const run = new Run({ clock });
+    expect(await drive(clock, chain.execute({ run }))).toEqual({ ok: true, value: "b" });
+    expect([a.calls(), b.calls()]).toEqual([2, 1]);
+    expect(run.ledgers).toHaveLength(1);
+    expect(run.ledgers[0]!.attempts.map((x) => `${x.upstream}:${x.outcome}`)).toEqual([
+      "a:failed",
+      "a:failed",
+      "b:ok",
+    ]);
+    expect(run.stats).toMatchObject({ calls: 1, attempts: 3, retries: 1 });
+  });
+
+  it("a retry the primary's admission refuses is the fallback's first attempt", async () => {
+    const clock = new VirtualClock();
+    const empty = new RetryBudget({ maxTokens: 1 });
+    empty.tryAcquire();
+    const a = upstream("a", [httpError(503)]);
+    const chain = fallback([
+      { name: "a", policy: policy({ clock, budget: empty }), call: a.call },
+      { name: "b", policy: policy({ clock }), call: upstream("b").call },
+    ]);
+    expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "b" });
+    expect(a.calls()).toBe(1);
+  });
+
+  it("an open breaker sends the call on without an attempt at the primary", async () => {
+    const clock = new VirtualClock();
+    const breaker = new CircuitBreaker({ clock, consecutiveFailures: 1 });
+    breaker.onFailure();
+    const a = upstream("a");
+    const chain = fallback([
+      { name: "a", policy: policy({ clock, breaker }), call: a.call },
+      { name: "b", policy: policy({ clock }), call: upstream("b").call },
+    ]);
+    expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "b" });
+    expect(a.calls()).toBe(0);
+  });
+
+  it("a bad request stays with the caller; a spent quota moves on", async () => {
+    const clock = new VirtualClock();
+    const bad = httpError(400);
+    const b = upstream("b");
+    const mk = (e: unknown) =>
+      fallback([
+        { name: "a", policy: policy({ clock }), call: upstream("a", [e]).call },
+        { name: "b", policy: policy({ clock }), call: b.call },
+      ]);
+    expect(await driveError(clock, mk(bad).execute())).toBe(bad);
+    expect(b.calls()).toBe(0);
+    const quota = httpError(429, { error: { code: "insufficient_quota" } });
+    expect(await drive(clock, mk(quota).execute())).toEqual({ ok: true, value: "b" });
+  });
+
+  it("a context-length failure goes to the larger-context model, and only then", async () => {
+    const clock = new VirtualClock();
+    const long = httpError(400, { error: { code: "context_length_exceeded" } });
+    const wide = upstream("wide");
+    const chain = fallback([
+      { name: "small", policy: policy({ clock }), call: upstream("small", [long]).call },
+      { name: "other", policy: policy({ clock }), call: upstream("other").call },
+      { name: "wide", policy: policy({ clock }), call: wide.call, forContextExceeded: true },
+    ]);
+    expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "wide" });
+    const plain = fallback([
+      {
+        name: "small",
+        policy: policy({ clock }),
+        call: upstream("small", [httpError(503), httpError(503), httpError(503)]).call,
+      },
+      {
+        name: "wide",
+        policy: policy({ clock }),
+        call: upstream("wide").call,
+        forContextExceeded: true,
+      },
+    ]);
+    expect(reasonOf(await driveError(clock, plain.execute()))).toBe("attempts-exhausted");
+  });
+
+  it("one deadline and one attempt cap for the whole chain", async () => {
+    const clock = new VirtualClock();
+    const slow = (ms: number) => async () => {
+      await clock.sleep(ms);
+      throw httpError(503);
+    };
+    const b = upstream("b", [httpError(503), httpError(503), httpError(503)]);
+    const chain = fallback(
+      [
+        { name: "a", policy: policy({ clock, maxAttempts: 1 }), call: slow(4_000) },
+        { name: "b", policy: policy({ clock }), call: b.call },
+      ],
+      { deadlineMs: 5_000, maxAttempts: 3 },
+    );
+    const started = clock.now();
+    const e = await driveError(clock, chain.execute());
+    expect(clock.now() - started).toBeLessThanOrEqual(5_000);
+    expect(["deadline", "attempts-exhausted"]).toContain(reasonOf(e));
+    expect(b.calls()).toBeLessThanOrEqual(2); // 3 in all, one spent at "a"
+  });
+
+  it("streams: a primary that fails before content hands over; after content, nothing moves", async () => {
+    const clock = new VirtualClock();
+    const text = (t: string) => ({ chunk: { text: t }, afterMs: 10 });
+    const chain = (firstFails: "before" | "after") =>
+      fallback<never, { text: string }>([
+        {
+          name: "a",
+          policy: policy({ clock, maxAttempts: 1 }),
+          open: () =>
+            new FakeStream(
+              clock,
+              firstFails === "before"
+                ? [{ error: httpError(503) }]
+                : [text("x"), { error: httpError(503) }],
+            ),
+        },
+        {
+          name: "b",
+          policy: policy({ clock }),
+          open: () => new FakeStream(clock, [text("b1"), text("b2")]),
+        },
+      ]);
+    const read = async (s: AsyncIterable<{ text: string }>) => {
+      const got: string[] = [];
+      const r = await drive(
+        clock,
+        (async () => {
+          for await (const c of s) got.push(c.text);
+        })(),
+      );
+      return { got, error: r.ok ? undefined : r.error };
+    };
+    const ok = await read(chain("before").stream());
+    expect(ok).toEqual({ got: ["b1", "b2"], error: undefined });
+    const cut = await read(chain("after").stream());
+    expect(cut.got).toEqual(["x"]);
+    expect(reasonOf(cut.error)).toBe("stream-interrupted");
+  });
+
+  it("validates what it is given, naming it", () => {
+    expect(() => fallback([])).toThrow(/"upstreams" must be a non-empty array/);
+    expect(() => fallback([{ name: "a", policy: {} as never, call: async () => 1 }])).toThrow(
+      /"upstreams\[0\].policy" must be a Policy/,
+    );
+    const clock = new VirtualClock();
+    expect(() =>
+      fallback([
+        { name: "a", policy: policy({ clock }), call: async () => 1 },
+        { name: "b", policy: policy(), call: async () => 1 },
+      ]),
+    ).toThrow(/one clock/);
+    expect(() =>
+      fallback([{ name: "a", policy: policy(), call: async () => 1 }], { deadlineMs: -1 }),
+    ).toThrow(/"deadlineMs"/);
+  });
+});
+
+describe("fallback with the real SDK clients on two fault servers", () => {
+  let primary: FaultServer;
+  let secondary: FaultServer;
+  beforeAll(async () => {
+    [primary, secondary] = await Promise.all([startFaultServer(), startFaultServer()]);
+  });
+  afterAll(() => Promise.all([primary.close(), secondary.close()]));
+
+  it("OpenAI answers 503 every time: its attempts, then Anthropic answers", async () => {
+    primary.setScript({ rules: [{ route: "openai", status: 503 }] });
+    const openai = new OpenAI({ baseURL: `${primary.url}/v1`, apiKey: "test", maxRetries: 0 });
+    const anthropic = new Anthropic({ baseURL: secondary.url, apiKey: "test", maxRetries: 0 });
+    const fast = { backoff: { baseMs: 5, capMs: 10 } };
+    const chain = fallback<string>([
+      {
+        name: "openai:gpt-4o-mini",
+        policy: policy({ ...fast, maxAttempts: 2 }),
+        call: async ({ signal }) => {
+          const r = await openai.chat.completions.create(
+            { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] },
+            { signal },
+          );
+          return r.choices[0]!.message.content ?? "";
+        },
+      },
+      {
+        name: "anthropic:claude",
+        policy: policy(fast),
+        call: async ({ signal }) => {
+          const m = await anthropic.messages.create(
+            {
+              model: "claude-sonnet-4-5",
+              max_tokens: 64,
+              messages: [{ role: "user", content: "hi" }],
+            },
+            { signal },
+          );
+          return m.content[0]!.type === "text" ? m.content[0]!.text : "";
+        },
+      },
+    ]);
+    const run = new Run();
+    const answer = await chain.execute({ run });
+    expect(answer.length).toBeGreaterThan(0);
+    expect(primary.stats().requests).toBe(2);
+    expect(secondary.stats().byRoute.anthropic?.requests).toBe(1);
+    expect(run.ledgers[0]!.attempts.map((a) => a.upstream)).toEqual([
+      "openai:gpt-4o-mini",
+      "openai:gpt-4o-mini",
+      "anthropic:claude",
+    ]);
+  });
+});
