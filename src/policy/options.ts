@@ -52,7 +52,7 @@ export interface PolicyOptions {
   backoff?: BackoffOptions | Backoff;
   /** Retry-After is honoured up to `maxMs` (default 30 000); beyond it the call gives up
    * at once with reason `retry-after-too-long`. The wait is U(hint, 2·hint), the extra
-   * capped at `jitterMs` (default 5 000), so clients told the same reset time do not
+   * capped at `jitterMs` (default 10 000), so clients told the same reset time do not
    * return together. */
   retryAfter?: { maxMs?: number; jitterMs?: number };
   /** Each attempt's own timeout, in ms. @default none */
@@ -149,7 +149,7 @@ const SPEC = {
   backoff: either(isBackoff, "a Backoff (an object with delay()) or backoff options"),
   retryAfter: opt.object({
     maxMs: opt.num(0, MAX_DELAY_MS, 30_000),
-    jitterMs: opt.num(0, MAX_DELAY_MS, 5_000),
+    jitterMs: opt.num(0, MAX_DELAY_MS, 10_000),
   }),
   attemptTimeoutMs: timeout,
   deadlineMs: timeout,

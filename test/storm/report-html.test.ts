@@ -6,6 +6,7 @@ import { pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { htmlReport } from "../../src/storm/report-html.ts";
+import { STACKS } from "../../src/storm/stacks.ts";
 import { runStorm } from "../../src/storm/storm.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -57,7 +58,7 @@ describe("the HTML report in real headless Chromium", () => {
       expect(charts).toHaveLength(2 + 3); // two charts each, and the tool dependency's
       for (const c of charts) {
         expect(c.w).toBeGreaterThan(300);
-        expect(c.lines).toHaveLength(5); // one line per stack
+        expect(c.lines).toHaveLength(STACKS.length); // one line per stack
         for (const l of c.lines) {
           expect(l.points).toBeGreaterThanOrEqual(180);
           expect(l.width).toBeGreaterThan(300);
@@ -67,7 +68,7 @@ describe("the HTML report in real headless Chromium", () => {
       const rows = await page.$$eval("table tbody tr", (trs) =>
         trs.map((tr) => tr.textContent ?? ""),
       );
-      expect(rows).toHaveLength(10);
+      expect(rows).toHaveLength(2 * STACKS.length);
       expect(rows.some((r) => r.startsWith("breakwater"))).toBe(true);
       expect(problems).toEqual([]);
       expect(requests.every((u) => u.startsWith("file:"))).toBe(true);
