@@ -101,7 +101,7 @@ export function htmlReport(report: StormReport): string {
       const t = s.scenario.trigger;
       return `<section id="${esc(s.scenario.name)}">
 <h2>${esc(s.scenario.name)}: ${esc(s.scenario.title)}</h2>
-<p class="source">${esc(s.scenario.source)}. Trigger (shaded): ${t.startS}–${t.endS} s of ${s.scenario.durationS} s.</p>
+<p class="source">${esc(s.scenario.source)}. Trigger (shaded): ${t.startS}–${t.endS} s of ${s.scenario.durationS} s; the provider could answer ${s.capacityGoodput.toFixed(1)} calls/s during it.</p>
 <div class="charts">${chart("provider requests per second", s.results, (r) => r.series.requests, s.scenario)}${chart("goodput: answers per second users received", s.results, (r) => r.series.goodput, s.scenario)}${s.scenario.tool ? chart("tool dependency requests per second", s.results, (r) => r.series.toolRequests, s.scenario) : ""}</div>
 ${table(s)}
 </section>`;

@@ -6,16 +6,22 @@ import type { Scenario } from "./scenarios.ts";
 import { SimTool } from "./tool.ts";
 import type { StackClient, StormStack, TurnInfo } from "./types.ts";
 
-/** How long a turn takes when nothing goes wrong: its calls back to back. */
-export function expectedTurnS(scenario: Scenario): number {
+/** How long one model call takes when nothing goes wrong, in ms (a call of mean size). */
+function expectedCallMs(scenario: Scenario): number {
   const { users: u, provider: p } = scenario;
   const out = (u.outputTokens[0] + u.outputTokens[1]) / 2;
   const input = Math.min(
     u.inputTokens.max,
     u.inputTokens.base + (u.inputTokens.perCall * u.modelCallsPerTurn * u.turnsPerConversation) / 2,
   );
-  const call = p.ttftMs + out * p.perOutputTokenMs + input * p.perInputTokenMs;
-  return (u.modelCallsPerTurn * call + (scenario.tool?.latencyMs ?? 0) * u.toolCallsPerTurn) / 1000;
+  return p.ttftMs + out * p.perOutputTokenMs + input * p.perInputTokenMs;
+}
+
+/** How long a turn takes when nothing goes wrong: its calls back to back. */
+export function expectedTurnS(scenario: Scenario): number {
+  const u = scenario.users;
+  const calls = u.modelCallsPerTurn * expectedCallMs(scenario);
+  return (calls + (scenario.tool?.latencyMs ?? 0) * u.toolCallsPerTurn) / 1000;
 }
 
 /** How long a conversation lasts when nothing goes wrong (for the arrival rate). */
@@ -64,9 +70,8 @@ export function offeredCallRate(scenario: Scenario): number {
  * outright, and never more than the users ask for.
  */
 export function capacityGoodput(scenario: Scenario): number {
-  const { provider: p, trigger: t, users: u } = scenario;
-  const out = (u.outputTokens[0] + u.outputTokens[1]) / 2;
-  const serviceS = ((p.ttftMs + out * p.perOutputTokenMs) * (t.latencyFactor ?? 1)) / 1000;
+  const { provider: p, trigger: t } = scenario;
+  const serviceS = (expectedCallMs(scenario) * (t.latencyFactor ?? 1)) / 1000;
   const slots = Math.max(1, Math.round(p.maxConcurrent * (t.capacityFactor ?? 1)));
   const limit = t.rateLimit ? t.rateLimit.perWindow / t.rateLimit.windowS : Infinity;
   const timedOut = scenario.attemptTimeoutS !== undefined && serviceS > scenario.attemptTimeoutS;
