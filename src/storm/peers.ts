@@ -131,8 +131,10 @@ export const LANGCHAIN: PeerLayer = {
     const backoff = Math.round((1 + random()) * 1_000 * 2 ** n);
     if (status !== 429) return backoff;
     if (LANGCHAIN_QUOTA.test(messageOf(e))) return undefined;
+    // Only `retry-after` (seconds, else an HTTP-date): it does not read retry-after-ms.
     const ra = readHeader(headersOf(e), "retry-after");
-    const hint = ra === undefined ? Number.NaN : Number.parseFloat(ra) * 1000;
+    const seconds = ra === undefined ? Number.NaN : Number.parseFloat(ra);
+    const hint = Number.isNaN(seconds) && ra !== undefined ? Date.parse(ra) - now : seconds * 1000;
     if (!(hint >= 0 && hint <= 60_000)) return undefined;
     return Math.max(backoff, hint);
   },
