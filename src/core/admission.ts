@@ -103,13 +103,13 @@ export class AdaptiveAdmission implements Admission {
     return this.#takeFloor();
   }
 
-  onSuccess(): void {
-    this.#record(true);
+  onSuccess(at?: number): void {
+    this.#record(true, at);
   }
 
-  onFailure(failure: Failure): void {
+  onFailure(failure: Failure, at?: number): void {
     if (failure.kind === "cancelled") return; // says nothing about the upstream
-    this.#record(!KINDS[failure.kind].upstream);
+    this.#record(!KINDS[failure.kind].upstream, at);
   }
 
   #takeFloor(): boolean {
@@ -123,16 +123,33 @@ export class AdaptiveAdmission implements Admission {
     return true;
   }
 
-  #record(accepted: boolean): void {
+  /** The slot being filled and when it ends: most outcomes land in it (the success path
+   * pays an increment, not a division). */
+  #slot = 0;
+  #slotEnd = Number.NEGATIVE_INFINITY;
+
+  /** Counts an outcome in its slot. `at` (an attempt's start) spares a clock read when it
+   * falls in the slot being filled; otherwise the outcome counts now, when it is known. */
+  #record(accepted: boolean, at?: number): void {
+    let i = this.#slot;
+    const inSlot =
+      at !== undefined && at < this.#slotEnd && at >= this.#slotEnd - this.windowMs / SLOTS;
+    if (!inSlot) i = this.#rotate(this.#clock.now());
+    this.#attempts[i]!++;
+    if (accepted) this.#accepts[i]!++;
+  }
+
+  #rotate(at: number): number {
     const width = this.windowMs / SLOTS;
-    const n = Math.floor(this.#clock.now() / width);
+    const n = Math.floor(at / width);
     const i = ((n % SLOTS) + SLOTS) % SLOTS;
     if (this.#slotStart[i] !== n * width) {
       this.#slotStart[i] = n * width;
       this.#attempts[i] = 0;
       this.#accepts[i] = 0;
     }
-    this.#attempts[i]!++;
-    if (accepted) this.#accepts[i]!++;
+    this.#slot = i;
+    this.#slotEnd = (n + 1) * width;
+    return i;
   }
 }

@@ -12,10 +12,11 @@ export interface Admission {
   /** A retry asks to go, after `failure`. True admits it (and counts it as spent); false
    * refuses it. */
   tryAcquire(failure?: Failure): boolean;
-  /** An attempt (first or retry) succeeded. */
-  onSuccess(): void;
+  /** An attempt (first or retry) succeeded; `at` is when it started, on the policy's clock
+   * (so the success path reads no clock of its own). */
+  onSuccess(at?: number): void;
   /** An attempt failed; `failure` says how (overload signals drive adaptive admission). */
-  onFailure?(failure: Failure): void;
+  onFailure?(failure: Failure, at?: number): void;
   /** Gives back a retry that was admitted but not sent (an `onRetry` veto). */
   refund?(): void;
 }

@@ -241,7 +241,7 @@ export class Call {
     if (this.#lease !== undefined) this.#release(upstream);
     if (o.budget !== undefined) {
       try {
-        o.budget.onSuccess();
+        o.budget.onSuccess(this.#attemptStart);
       } catch (error) {
         reportHookError(this, "budget.onSuccess", error);
       }
@@ -310,7 +310,9 @@ export class Call {
     this.#record("failed", f, fullUsage(more.usage));
     this.#release(KINDS[f.kind].upstream ? "onFailure" : "onNeutral");
     const budget = this.#o.budget;
-    if (budget?.onFailure) runHook(this, "budget.onFailure", () => budget.onFailure!(f), undefined);
+    const at = this.#attemptStart;
+    if (budget?.onFailure)
+      runHook(this, "budget.onFailure", () => budget.onFailure!(f, at), undefined);
     this.#partial = more.partial;
     return f;
   }

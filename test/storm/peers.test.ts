@@ -32,6 +32,22 @@ async function simulated(layer: PeerLayer, calls = 4_000) {
   return { perCall: requests / calls, success: ok / calls };
 }
 
+/** `n` logical calls made at once through a real client: requests per call, as the server
+ * counted them, and the share answered. */
+async function real(server: FaultServer, n: number, call: () => Promise<unknown>) {
+  server.setScript(HALF);
+  server.resetStats();
+  const ok = await Promise.all(
+    Array.from({ length: n }, () =>
+      call().then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
+  return { perCall: server.stats().requests / n, success: ok.filter(Boolean).length / n };
+}
+
 /** Four standard errors of a mean over `n` draws with spread `sd`: a real sample this far
  * from the model means the model is wrong, not unlucky. */
 const band = (sd: number, n: number) => (4 * sd) / Math.sqrt(n);
@@ -44,52 +60,31 @@ describe("the peer stacks behave as the real clients do (fault server, p = 0.5 f
   afterAll(() => server.close());
 
   it("openai-node: requests per call and success match the simulated openai-sdk stack", async () => {
-    server.setScript(HALF);
-    server.resetStats();
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" }); // its defaults
     const n = 120;
-    const outcomes = await Promise.all(
-      Array.from({ length: n }, () =>
-        client.chat.completions
-          .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] })
-          .then(
-            () => true,
-            () => false,
-          ),
-      ),
+    const r = await real(server, n, () =>
+      client.chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "hi" }],
+      }),
     );
-    const real = {
-      perCall: server.stats().requests / n,
-      success: outcomes.filter(Boolean).length / n,
-    };
     const sim = await simulated(OPENAI_NODE);
-    console.log("openai-node real", real, "simulated", sim);
+    console.log("openai-node real", r, "simulated", sim);
     // Attempts are 1, 2 or 3 (sd ~0.83); success is Bernoulli(0.875) (sd ~0.33).
-    expect(Math.abs(real.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
-    expect(Math.abs(real.success - sim.success)).toBeLessThan(band(0.33, n));
+    expect(Math.abs(r.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
+    expect(Math.abs(r.success - sim.success)).toBeLessThan(band(0.33, n));
     expect(sim.perCall).toBeCloseTo(1.75, 1);
   }, 30_000);
 
   it("the AI SDK (generateText, @ai-sdk/openai): the same against the simulated ai-sdk stack", async () => {
-    server.setScript(HALF);
-    server.resetStats();
     const provider = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
     const n = 80;
-    const outcomes = await Promise.all(
-      Array.from({ length: n }, () =>
-        generateText({ model: provider.chat("gpt-4o-mini"), prompt: "hi" }).then(
-          () => true,
-          () => false,
-        ),
-      ),
+    const r = await real(server, n, () =>
+      generateText({ model: provider.chat("gpt-4o-mini"), prompt: "hi" }),
     );
-    const real = {
-      perCall: server.stats().requests / n,
-      success: outcomes.filter(Boolean).length / n,
-    };
     const sim = await simulated(AI_SDK);
-    console.log("ai-sdk real", real, "simulated", sim);
-    expect(Math.abs(real.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
-    expect(Math.abs(real.success - sim.success)).toBeLessThan(band(0.33, n));
+    console.log("ai-sdk real", r, "simulated", sim);
+    expect(Math.abs(r.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
+    expect(Math.abs(r.success - sim.success)).toBeLessThan(band(0.33, n));
   }, 30_000);
 });
