@@ -1,204 +1,24 @@
+import {
+  CLASS_KINDS,
+  CODES,
+  type CodeMeaning,
+  NETWORK_CODES,
+  type Scope,
+  TLS_CODE,
+  WORDING,
+} from "./error-tables.ts";
 import { AttemptTimeoutError } from "./errors.ts";
+import { type Evidence, evidenceOf } from "./evidence.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
-import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
-import { get, getStr, isA, isArray, isObj, type Obj, str } from "./safe.ts";
-
-/** A lookup table that cannot be fooled by "toString" or "constructor" (it is a Map). */
-const table = (entries: Record<string, FailureKind>): ReadonlyMap<string, FailureKind> =>
-  new Map(Object.entries(entries));
+import { parseRateLimitReset, parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
+import { get, getStr, isA, isArray, isObj, type Obj } from "./safe.ts";
 
 /**
- * Provider error codes we recognise (OpenAI `code`/`type`, Anthropic `error.type`, Gemini
- * `error.status`, AI SDK `data.error`). A recognised code wins over the HTTP status: a
- * quota 429 is not a rate limit. An unrecognised code falls through to the status, so a
- * code invented tomorrow cannot silently switch retry off.
- */
-const PROVIDER_CODES: ReadonlyMap<string, FailureKind> = table({
-  insufficient_quota: "quota_exhausted",
-  billing_error: "quota_exhausted",
-  billing_hard_limit_reached: "quota_exhausted",
-  quota_exceeded: "quota_exhausted",
-  context_length_exceeded: "context_exceeded",
-  string_above_max_length: "context_exceeded",
-  request_too_large: "context_exceeded",
-  invalid_api_key: "auth",
-  authentication_error: "auth",
-  permission_error: "auth",
-  permission_denied: "auth",
-  unauthenticated: "auth",
-  invalid_request_error: "invalid_request",
-  invalid_argument: "invalid_request",
-  failed_precondition: "invalid_request",
-  not_found_error: "not_found",
-  model_not_found: "not_found",
-  not_found: "not_found",
-  rate_limit_exceeded: "rate_limited",
-  rate_limit_error: "rate_limited",
-  resource_exhausted: "rate_limited",
-  overloaded_error: "overloaded",
-  server_is_overloaded: "overloaded",
-  unavailable: "overloaded",
-  slow_down: "overloaded",
-  api_error: "server_error",
-  server_error: "server_error",
-  internal: "server_error",
-  internal_error: "server_error",
-  deadline_exceeded: "timeout",
-  timeout_error: "timeout",
-  content_filter: "content_filtered",
-  content_policy_violation: "content_filtered",
-});
-
-/** Node/undici network codes. Timeouts are retryable timeouts; the rest are transport. */
-const NETWORK_CODES: ReadonlyMap<string, FailureKind> = table({
-  ECONNRESET: "transport",
-  ECONNREFUSED: "transport",
-  ECONNABORTED: "transport",
-  EPIPE: "transport",
-  ENOTFOUND: "transport",
-  EAI_AGAIN: "transport",
-  EHOSTUNREACH: "transport",
-  ENETUNREACH: "transport",
-  ENETDOWN: "transport",
-  ETIMEDOUT: "timeout",
-  UND_ERR_SOCKET: "transport",
-  UND_ERR_CLOSED: "transport",
-  UND_ERR_CONNECT_TIMEOUT: "timeout",
-  UND_ERR_HEADERS_TIMEOUT: "timeout",
-  UND_ERR_BODY_TIMEOUT: "timeout",
-});
-
-/** SDK error classes with no status that mean the connection failed. */
-const TRANSPORT_NAMES = new Set(["APIConnectionError", "FetchError"]);
-const TIMEOUT_NAMES = new Set(["TimeoutError", "APIConnectionTimeoutError"]);
-const CANCEL_NAMES = new Set(["AbortError", "APIUserAbortError"]);
-
-/** Context-length errors that arrive with a generic code (Anthropic, Gemini, older OpenAI). */
-const CONTEXT_MESSAGE =
-  /prompt is too long|context length|context window|maximum context|too many tokens|exceeds the maximum number of tokens/i;
-
-const nameOf = (e: Obj): string => getStr(e, "name") ?? "";
-
-function statusOf(e: Obj): number | undefined {
-  const resp = get(e, "response");
-  for (const v of [get(e, "status"), get(e, "statusCode"), get(resp, "status")]) {
-    const n = typeof v === "string" ? Number(v) : v;
-    if (typeof n === "number" && Number.isInteger(n) && n >= 100 && n <= 599) return n;
-  }
-  return undefined;
-}
-
-function headersOf(e: Obj): unknown {
-  return get(e, "headers") ?? get(e, "responseHeaders") ?? get(get(e, "response"), "headers");
-}
-
-/** Candidate provider codes, most specific first. */
-function codesOf(e: Obj): string[] {
-  const out: string[] = [];
-  const add = (v: unknown) => {
-    const s = str(v);
-    if (s !== undefined && s !== "error") out.push(s);
-  };
-  const error = get(e, "error");
-  const body = isObj(error) ? error : get(get(e, "data"), "error");
-  if (isObj(body)) {
-    add(get(get(body, "error"), "type")); // Anthropic: { type: "error", error: { type } }
-    add(get(body, "code"));
-    add(get(body, "type"));
-    add(get(body, "status")); // Gemini: { code: 429, status: "RESOURCE_EXHAUSTED" }
-  }
-  add(get(e, "code"));
-  add(get(e, "type"));
-  return out;
-}
-
-function messagesOf(e: Obj): string[] {
-  const error = get(e, "error");
-  const out = [get(e, "message"), get(error, "message"), get(get(error, "error"), "message")];
-  return out.filter((m): m is string => typeof m === "string");
-}
-
-/** Gemini's google.rpc.RetryInfo: `{ "@type": ".../RetryInfo", retryDelay: "30s" }`. */
-function retryInfoMs(e: Obj): number | undefined {
-  const details = get(get(e, "error"), "details");
-  if (!isArray(details)) return undefined;
-  for (const d of details.slice(0, 32)) {
-    if (!getStr(d, "@type")?.endsWith("RetryInfo")) continue;
-    const m = /^(\d+(?:\.\d+)?)s$/.exec(getStr(d, "retryDelay") ?? "");
-    if (m) return parseRetryAfterValue(m[1]!, 0);
-  }
-  return undefined;
-}
-
-function chainOf(error: unknown): Obj[] {
-  const chain: Obj[] = [];
-  const seen = new Set<unknown>();
-  for (let e = error; isObj(e) && !seen.has(e) && chain.length < 16; e = get(e, "cause")) {
-    seen.add(e);
-    chain.push(e);
-  }
-  return chain;
-}
-
-function kindOfStatus(status: number): FailureKind {
-  if (status === 429) return "rate_limited";
-  if (status === 503 || status === 529) return "overloaded";
-  if (status === 408 || status === 504) return "timeout";
-  if (status >= 500) return "server_error";
-  if (status === 401 || status === 403) return "auth";
-  if (status === 404) return "not_found";
-  return "invalid_request";
-}
-
-/** Cancellation, our own timeouts and transport failures: they decide before any status. */
-function connectionFailure(chain: Obj[]): Failure | undefined {
-  if (chain.some((e) => CANCEL_NAMES.has(nameOf(e)))) return failure("cancelled");
-  const timeout = chain.find((e) => isA(e, AttemptTimeoutError) || TIMEOUT_NAMES.has(nameOf(e)));
-  if (timeout) return failure("timeout", { code: getStr(timeout, "code") });
-  for (const e of chain) {
-    const code = getStr(e, "code") ?? getStr(e, "errno");
-    const kind = code === undefined ? undefined : NETWORK_CODES.get(code);
-    if (kind !== undefined) return failure(kind, { code });
-  }
-  if (chain.some((e) => TRANSPORT_NAMES.has(nameOf(e)) && statusOf(e) === undefined))
-    return failure("transport");
-  return undefined;
-}
-
-/** The first recognised provider code, and the kind it means. */
-function knownCode(codes: string[]): { kind?: FailureKind; code?: string } {
-  for (const c of codes) {
-    const kind = PROVIDER_CODES.get(c.toLowerCase());
-    if (kind !== undefined) return { kind, code: c };
-  }
-  return {};
-}
-
-/** One error of the chain read as an HTTP answer: its provider code, then its status. */
-function answerFailure(e: Obj, nowMs: number): Failure | undefined {
-  const status = statusOf(e);
-  const codes = codesOf(e);
-  if (status === undefined && codes.length === 0) return undefined;
-  let { kind, code } = knownCode(codes);
-  if (
-    (kind === undefined || kind === "invalid_request") &&
-    messagesOf(e).some((m) => CONTEXT_MESSAGE.test(m)) &&
-    (status === 400 || status === 413 || kind)
-  )
-    kind = "context_exceeded";
-  if (kind === undefined && status !== undefined) kind = kindOfStatus(status);
-  if (kind === undefined) return undefined; // an unrecognised code with no status: look deeper
-  const headers = headersOf(e);
-  const retryAfterMs = parseRetryAfter(headers as never, nowMs) ?? retryInfoMs(e);
-  const f = failure(kind, { status, code: code ?? codes[0], retryAfterMs });
-  return applyShouldRetry(f, readHeader(headers, "x-should-retry"));
-}
-
-/**
- * Classifies any error, walking its `cause` chain, in the order of docs/architecture.md
- * rule 3: cancellation, our own timeouts, transport, the provider's code, the HTTP status,
- * and otherwise `unknown` (not retried: bugs stay loud).
+ * Classifies any error, walking its chain (`cause`, the AI SDK's `lastError`, an
+ * AggregateError's last error), in the order of docs/architecture.md rule 3: cancellation,
+ * timeouts, transport, then the first error that reads as an HTTP answer, and otherwise
+ * `unknown` (not retried: bugs stay loud).
  */
 export function classify(error: unknown, nowMs: number = Date.now()): Failure {
   try {
@@ -212,15 +32,157 @@ function classifyChain(chain: Obj[], nowMs: number): Failure {
   const early = connectionFailure(chain);
   if (early !== undefined) return early;
   for (const e of chain) {
-    const f = answerFailure(e, nowMs);
-    if (f !== undefined) return f;
+    const evidence = evidenceOf(e);
+    const verdict = evidence && answerKind(evidence);
+    if (evidence && verdict) return withHints(verdict, evidence, nowMs);
   }
   return failure("unknown");
 }
 
-/** `x-should-retry` (OpenAI, Anthropic): the server's explicit word, within our rules. */
-function applyShouldRetry(f: Failure, header: string | undefined): Failure {
-  if (header === "false") return { ...f, retryable: false };
-  if (header === "true" && !KINDS[f.kind].final) return { ...f, retryable: true };
+function next(e: Obj): unknown {
+  const cause = get(e, "cause");
+  if (cause !== undefined) return cause;
+  const last = get(e, "lastError"); // AI SDK RetryError
+  if (last !== undefined) return last;
+  const errors = get(e, "errors"); // AggregateError (undici's happy eyeballs)
+  return isArray(errors) && errors.length > 0 ? errors[errors.length - 1] : undefined;
+}
+
+function chainOf(error: unknown): Obj[] {
+  const chain: Obj[] = [];
+  const seen = new Set<unknown>();
+  for (let e = error; isObj(e) && !seen.has(e) && chain.length < 16; e = next(e)) {
+    seen.add(e);
+    chain.push(e);
+  }
+  return chain;
+}
+
+/** `.name` and the class names along the prototype chain: the openai and anthropic SDKs
+ * leave `.name` as "Error", their classes still say what they are. */
+function classNames(e: Obj): string[] {
+  const names = [getStr(e, "name") ?? ""];
+  try {
+    let p = Object.getPrototypeOf(e);
+    for (let i = 0; p !== null && i < 8; i++, p = Object.getPrototypeOf(p)) {
+      const ctor = get(p, "constructor");
+      if (typeof ctor === "function") names.push(ctor.name);
+    }
+  } catch {} // a Proxy whose getPrototypeOf throws: its name is all we read
+  return names;
+}
+
+function classKind(e: Obj): FailureKind | undefined {
+  for (const name of classNames(e)) {
+    const kind = CLASS_KINDS.get(name);
+    if (kind !== undefined) return kind;
+  }
+  return undefined;
+}
+
+/**
+ * Cancellation, timeouts and failed connections, which decide before any status: the
+ * caller's abort, our own attempt timeout, then the OS's code (the most precise fact: AWS
+ * names a reset "TimeoutError"), then the SDK's class (openai's APIConnectionTimeoutError
+ * drops the cause that had the code).
+ */
+function connectionFailure(chain: Obj[]): Failure | undefined {
+  const classes = chain.map(classKind);
+  if (classes.includes("cancelled")) return failure("cancelled");
+  if (chain.some((e) => isA(e, AttemptTimeoutError))) return failure("timeout");
+  for (const e of chain) {
+    const code = getStr(e, "code") ?? getStr(e, "errno");
+    if (code === undefined) continue;
+    if (TLS_CODE.test(code)) return failure("unknown", { code });
+    const kind = NETWORK_CODES.get(code);
+    if (kind !== undefined) return failure(kind, { code });
+  }
+  if (classes.includes("timeout")) return failure("timeout");
+  const transport = chain.findIndex(
+    (e, i) => classes[i] === "transport" && evidenceOf(e)?.status === undefined,
+  );
+  return transport >= 0 ? failure("transport") : undefined;
+}
+
+interface Verdict {
+  readonly kind: FailureKind;
+  readonly code?: string | undefined;
+}
+
+const isTransientStatus = (s: number) => s === 408 || s === 429 || s >= 500;
+
+function kindOfStatus(status: number): FailureKind {
+  if (status === 429) return "rate_limited";
+  if (status === 503 || status === 529) return "overloaded";
+  if (status === 408 || status === 504) return "timeout";
+  if (status === 499) return "cancelled"; // the client went away (Cohere, nginx)
+  if (status >= 500) return "server_error";
+  if (status === 401 || status === 403) return "auth";
+  if (status === 402) return "quota_exhausted";
+  if (status === 404) return "not_found";
+  return "invalid_request";
+}
+
+/** The first wording rule, among those allowed to speak here, that the texts match. */
+function spoken(texts: readonly string[], scopes: readonly Scope[]): FailureKind | undefined {
+  for (const rule of WORDING)
+    if (scopes.includes(rule.scope) && texts.some((t) => rule.test(t))) return rule.kind;
+  return undefined;
+}
+
+/**
+ * The precedence of docs/architecture.md rule 3, for one answer:
+ * a specific permanent code → permanent wording → a permanent status → a specific
+ * transient code → transient wording → the status → a generic code.
+ */
+function answerKind(ev: Evidence): Verdict | undefined {
+  const known: (CodeMeaning & { code: string })[] = [];
+  for (const code of ev.codes) {
+    const meaning = CODES.get(code.toLowerCase());
+    if (meaning !== undefined) known.push({ ...meaning, code });
+  }
+  const specific = known.filter((k) => !k.generic);
+  const permanent = specific.find((k) => !KINDS[k.kind].retryable);
+  if (permanent) return permanent;
+  const transientCode = specific.find((k) => KINDS[k.kind].retryable);
+  const { status } = ev;
+  const code = known[0]?.code ?? ev.codes[0];
+  const clientStatus = status !== undefined && status >= 400 && status < 500;
+  const scopes: Scope[] = [];
+  if (status === undefined || (clientStatus && status !== 408)) scopes.push("limit");
+  if ((status === undefined && !transientCode) || (clientStatus && !isTransientStatus(status)))
+    scopes.push("client");
+  const words = spoken(ev.texts, scopes);
+  if (words !== undefined) return { kind: words, code };
+  if (status !== undefined && !isTransientStatus(status))
+    return { kind: kindOfStatus(status), code };
+  if (transientCode) return transientCode;
+  const overload = spoken(ev.texts, ["transient"]);
+  if (overload !== undefined) return { kind: overload, code };
+  if (status !== undefined) return { kind: kindOfStatus(status), code };
+  return known[0]; // a generic code and no status (in band); none recognised: look deeper
+}
+
+/** Gemini's google.rpc.RetryInfo: `{ "@type": ".../RetryInfo", retryDelay: "30s" }`. */
+function retryInfoMs(details: readonly unknown[]): number | undefined {
+  for (const d of details) {
+    if (!getStr(d, "@type")?.endsWith("RetryInfo")) continue;
+    const m = /^(\d+(?:\.\d+)?)s$/.exec(getStr(d, "retryDelay") ?? "");
+    if (m) return parseRetryAfterValue(m[1]!, 0);
+  }
+  return undefined;
+}
+
+/** The server's wait hint and its explicit word on retrying (`x-should-retry`). */
+function withHints(v: Verdict, ev: Evidence, nowMs: number): Failure {
+  const { headers } = ev;
+  const retryAfterMs =
+    parseRetryAfter(headers as never, nowMs) ??
+    (v.kind === "rate_limited" ? parseRateLimitReset(headers) : undefined) ??
+    retryInfoMs(ev.details);
+  const f = failure(v.kind, { status: ev.status, code: v.code, retryAfterMs });
+  const should = readHeader(headers, "x-should-retry");
+  if (should === "false") return { ...f, retryable: false };
+  if (should === "true" && !KINDS[f.kind].final) return { ...f, retryable: true };
   return f;
 }

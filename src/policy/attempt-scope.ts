@@ -22,6 +22,7 @@ export class AttemptScope implements AbortWatcher {
   #cancelTimer: Cancel | undefined;
   #timedOut: AttemptTimeoutError | undefined;
   #aborted = false;
+  #ended = false;
   #reason: unknown;
   #rejectRace: ((e: unknown) => void) | undefined;
   #onAbortHook: ((e: unknown) => void) | undefined;
@@ -129,7 +130,13 @@ export class AttemptScope implements AbortWatcher {
     });
   }
 
+  /** The attempt is over for us (settled, or its consumer left). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   end(): void {
+    this.#ended = true;
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     this.#rejectRace = undefined;

@@ -261,11 +261,17 @@ export class Call {
     const own = this.#classify;
     const policy = this.#o.classify;
     // A classifier that throws cannot say the failure is transient: unknown, not retried.
-    return (
+    const mine =
       (own && runHook(this, "classify", () => own(error, now), UNKNOWN)) ??
-      (policy && runHook(this, "classify", () => policy(error, now), UNKNOWN)) ??
-      classify(error, now)
-    );
+      (policy && runHook(this, "classify", () => policy(error, now), UNKNOWN));
+    if (mine !== undefined) return mine;
+    const f = classify(error, now);
+    // An abort nobody we know of asked for (not the caller, not our timeouts, not a consumer
+    // that left) came from inside the attempt: an SDK's own timeout (@google/genai aborts
+    // with a bare AbortError).
+    if (f.kind === "cancelled" && f.status === undefined && scope && !scope.aborted && !scope.ended)
+      return failure("timeout", { code: "inner_abort" });
+    return f;
   }
 
   /** The attempt failed: waits and returns when the call should try again; otherwise

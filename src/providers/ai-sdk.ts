@@ -33,11 +33,37 @@ const NOT_CONTENT = new Set([
 export const isAiSdkContent = (part: unknown): boolean =>
   !NOT_CONTENT.has(String((part as Obj | null)?.type));
 
-/** An `error` part: the provider's error inside a 200 stream. */
-export const aiSdkInBand = (part: unknown): unknown =>
-  (part as Obj | null)?.type === "error"
-    ? ((part as Obj).error ?? new Error("stream error"))
-    : undefined;
+/**
+ * The provider's error inside a 200 stream: an `error` part; a `raw` chunk that carries an
+ * `error` the provider's parser dropped (OpenRouter sends `{ choices, error }` mid-stream,
+ * which @ai-sdk/openai reads as a plain chunk); or a finish whose raw reason is "error".
+ * Reads both the model's parts (`finishReason.raw`) and `fullStream`'s (`rawFinishReason`).
+ */
+export function aiSdkInBand(part: unknown): unknown {
+  const p = part as Obj | null;
+  if (p?.type === "error") return p.error ?? new Error("stream error");
+  if (p?.type === "raw") return rawError(p.rawValue);
+  const finished = p?.type === "finish" || p?.type === "finish-step";
+  if (finished && (p.finishReason?.raw === "error" || p.rawFinishReason === "error"))
+    return {
+      type: "server_error",
+      message: 'the provider ended the stream with finish_reason "error"',
+    };
+  return undefined;
+}
+
+const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** An error in a raw chunk: `{ error }` (OpenAI-compatible, Anthropic, Gemini), or a Bedrock
+ * event-stream exception the provider does not parse (`{ modelTimeoutException: {...} }`,
+ * which @ai-sdk/amazon-bedrock turns into an empty answer). */
+function rawError(raw: unknown): unknown {
+  if (!isObject(raw)) return undefined;
+  if (isObject(raw.error)) return raw.error;
+  for (const key of Object.keys(raw))
+    if (key.endsWith("Exception") && isObject(raw[key])) return { ...raw[key], type: key };
+  return undefined;
+}
 
 async function* iterate<T>(stream: ReadableStream<T>): AsyncGenerator<T> {
   const reader = stream.getReader();
@@ -76,8 +102,11 @@ export function breakwaterMiddleware(
       let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
       const guarded = p.stream<LanguageModelV4StreamPart>(
         async (ctx) => {
+          // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand);
+          // they reach the caller only if the caller asked for them.
           const { stream, ...rest } = await model.doStream({
             ...params,
+            includeRawChunks: true,
             abortSignal: ctx.signal,
           });
           meta = rest;
@@ -97,10 +126,13 @@ export function breakwaterMiddleware(
       const stream = new ReadableStream<LanguageModelV4StreamPart>({
         async pull(controller) {
           try {
-            const r = pending ?? (await guarded.next());
-            pending = undefined;
-            if (r.done) controller.close();
-            else controller.enqueue(r.value);
+            for (;;) {
+              const r = pending ?? (await guarded.next());
+              pending = undefined;
+              if (r.done) return controller.close();
+              if (r.value.type === "raw" && !params.includeRawChunks) continue;
+              return controller.enqueue(r.value);
+            }
           } catch (error) {
             controller.enqueue({ type: "error", error });
             controller.close();

@@ -187,4 +187,220 @@ describe("classify", () => {
     a.cause = b;
     expect(classify(a).kind).toBe("unknown");
   });
+
+  describe("precedence (docs/architecture.md, rule 3), one step at a time", () => {
+    it("1. a specific permanent code beats everything after it", () => {
+      const e = httpError(503, {
+        error: { code: "context_length_exceeded", message: "overloaded" },
+      });
+      expect(classify(e).kind).toBe("context_exceeded");
+    });
+
+    it("2. wording that names a limit no wait lifts beats a transient status and code", () => {
+      const quota = httpError(429, {
+        error: {
+          type: "rate_limit_error",
+          message: "Extra usage is required for long context requests.",
+        },
+      });
+      expect(classify(quota)).toMatchObject({ kind: "quota_exhausted", retryable: false });
+      const tooLarge = httpError(429, {
+        error: {
+          code: "rate_limit_exceeded",
+          message:
+            "Rate limit reached on tokens per min (TPM): Limit 7000, Used 0, Requested ~12903.",
+        },
+      });
+      expect(classify(tooLarge).kind).toBe("invalid_request");
+      const fits = httpError(429, {
+        error: {
+          code: "rate_limit_exceeded",
+          message:
+            "Rate limit reached on tokens per min (TPM): Limit 7000, Used 6900, Requested 300.",
+        },
+      });
+      expect(classify(fits).kind).toBe("rate_limited");
+    });
+
+    it("2. client wording (context, key) never speaks over a 429 or a transient code", () => {
+      expect(
+        classify(httpError(429, { error: { message: "Too many tokens, please wait" } })).kind,
+      ).toBe("rate_limited");
+      const inBand = Object.assign(new Error("Too many tokens, please wait"), {
+        name: "ThrottlingException",
+      });
+      expect(classify(inBand).kind).toBe("rate_limited");
+      expect(
+        classify(httpError(400, { error: { message: "Too many tokens in batch" } })).kind,
+      ).toBe("context_exceeded");
+    });
+
+    it("3. a permanent status beats a transient code: a 413 'rate_limit_exceeded' is not retried", () => {
+      expect(
+        classify(
+          httpError(413, {
+            error: { code: "rate_limit_exceeded", message: "Please reduce your message size" },
+          }),
+        ),
+      ).toMatchObject({
+        kind: "invalid_request",
+        retryable: false,
+      });
+      expect(classify(httpError(402)).kind).toBe("quota_exhausted");
+      expect(classify(httpError(499)).kind).toBe("cancelled");
+    });
+
+    it("4-6. a generic body type never overrides the status; it speaks only when there is none", () => {
+      const mistral = httpError(429, {
+        error: {
+          type: "invalid_request_error",
+          message: "Service tier capacity exceeded for this model.",
+        },
+      });
+      expect(classify(mistral)).toMatchObject({ kind: "overloaded", retryable: true });
+      expect(classify(httpError(401, { error: { code: "invalid_request_error" } })).kind).toBe(
+        "auth",
+      );
+      expect(classify(httpError(404, { error: { type: "api_error" } })).kind).toBe("not_found");
+      expect(classify(httpError(503, { error: { type: "server_error" } })).kind).toBe("overloaded");
+      expect(classify({ type: "invalid_request_error", message: "bad" }).kind).toBe(
+        "invalid_request",
+      );
+    });
+
+    it("an unrecognised code with no status says nothing; an error with only text is unknown", () => {
+      expect(classify({ code: "something_new" }).kind).toBe("unknown");
+      expect(classify(new Error("prompt is too long")).kind).toBe("unknown");
+    });
+  });
+
+  describe("where SDKs put what the server said", () => {
+    it("a body folded into the message (@google/genai, Mistral, Anthropic), even twice", () => {
+      const inner = JSON.stringify({
+        error: {
+          code: 429,
+          status: "RESOURCE_EXHAUSTED",
+          details: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "26s" }],
+        },
+      });
+      const genai = new Error(
+        `got status: 429 Too Many Requests. ${JSON.stringify({ error: { message: inner, code: 429 } })}`,
+      );
+      expect(classify(genai)).toMatchObject({
+        kind: "rate_limited",
+        status: 429,
+        retryAfterMs: 26_000,
+      });
+      const mistral = Object.assign(
+        new Error(
+          'API error occurred: Status 429 Body: {"object":"error","message":"Service tier capacity exceeded for this model.","type":"invalid_request_error"}',
+        ),
+        { statusCode: 429 },
+      );
+      expect(classify(mistral)).toMatchObject({ kind: "overloaded", status: 429 });
+    });
+
+    it("Google details: a per-day QuotaFailure is a spent quota, ErrorInfo API_KEY_INVALID is auth", () => {
+      const perDay = httpError(429, {
+        error: {
+          status: "RESOURCE_EXHAUSTED",
+          details: [
+            {
+              "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+              violations: [{ quotaId: "GenerateRequestsPerDayPerProjectPerModel-FreeTier" }],
+            },
+          ],
+        },
+      });
+      expect(classify(perDay)).toMatchObject({ kind: "quota_exhausted", retryable: false });
+      const key = httpError(400, {
+        error: {
+          status: "INVALID_ARGUMENT",
+          details: [
+            { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "API_KEY_INVALID" },
+          ],
+        },
+      });
+      expect(classify(key).kind).toBe("auth");
+    });
+
+    it("AWS SDK v3: the exception name and $metadata.httpStatusCode; a stream's 200 is no status", () => {
+      const throttled = Object.assign(new Error("Too many requests"), {
+        name: "ThrottlingException",
+        $metadata: { httpStatusCode: 429 },
+      });
+      expect(classify(throttled)).toMatchObject({ kind: "rate_limited", status: 429 });
+      const inStream = Object.assign(new Error("Model has timed out"), {
+        name: "ModelTimeoutException",
+        $response: { statusCode: 200 },
+      });
+      expect(classify(inStream)).toMatchObject({ kind: "timeout", retryable: true });
+      const generic = Object.assign(new Error("Input is too long for requested model."), {
+        name: "Unknown",
+        $metadata: { httpStatusCode: 400 },
+      });
+      expect(classify(generic).kind).toBe("context_exceeded");
+    });
+
+    it("the AI SDK's responseBody text, RetryError.lastError, Vertex's array bodies, xAI's URL-encoded text", () => {
+      const apiCall = Object.assign(new Error("Bad Request"), {
+        statusCode: 400,
+        responseBody: '{"error":"This model\'s maximum prompt length is 131072"}',
+      });
+      expect(classify(apiCall).kind).toBe("context_exceeded");
+      const retryError = Object.assign(new Error("Failed after 3 attempts"), {
+        name: "AI_RetryError",
+        lastError: httpError(503),
+        errors: [httpError(500), httpError(503)],
+      });
+      expect(classify(retryError)).toMatchObject({ kind: "overloaded", status: 503 });
+      const vertex = httpError(400, {
+        responseBody:
+          '[{"error":{"code":400,"message":"Project x is not allowed to use Publisher Model y","status":"FAILED_PRECONDITION"}}]',
+      });
+      expect(classify(vertex).kind).toBe("auth");
+      const xai = httpError(400, { error: "Incorrect%20API%20key%20provided" });
+      expect(classify(xai).kind).toBe("auth");
+    });
+
+    it("SDK classes by what they are: openai's timeout class keeps .name 'Error'", () => {
+      class APIError extends Error {}
+      class APIConnectionError extends APIError {}
+      class APIConnectionTimeoutError extends APIConnectionError {}
+      class APIUserAbortError extends APIError {}
+      expect(new APIConnectionTimeoutError("Request timed out.").name).toBe("Error");
+      expect(classify(new APIConnectionTimeoutError("Request timed out.")).kind).toBe("timeout");
+      expect(classify(new APIConnectionError("Connection error.")).kind).toBe("transport");
+      expect(classify(new APIUserAbortError("Request was aborted.")).kind).toBe("cancelled");
+    });
+
+    it("TLS failures stay loud, even inside an SDK's connection error; the OS code beats a class name", () => {
+      const tls = Object.assign(new Error("self-signed certificate"), {
+        code: "DEPTH_ZERO_SELF_SIGNED_CERT",
+      });
+      const wrapped = Object.assign(new Error("Connection error."), {
+        name: "APIConnectionError",
+        cause: new TypeError("fetch failed", { cause: tls }),
+      });
+      expect(classify(wrapped)).toMatchObject({
+        kind: "unknown",
+        retryable: false,
+        code: "DEPTH_ZERO_SELF_SIGNED_CERT",
+      });
+      const awsReset = Object.assign(new Error("read ECONNRESET"), {
+        name: "TimeoutError",
+        code: "ECONNRESET",
+      });
+      expect(classify(awsReset)).toMatchObject({ kind: "transport", code: "ECONNRESET" });
+    });
+
+    it("Azure's x-ratelimit-reset-* headers are the wait hint of a 429 without Retry-After", () => {
+      const e = httpError(429, { headers: new Headers({ "x-ratelimit-reset-tokens": "55" }) });
+      expect(classify(e, NOW).retryAfterMs).toBe(55_000);
+      const withRetryAfter = httpError(429, {
+        headers: new Headers({ "retry-after": "2", "x-ratelimit-reset-tokens": "55" }),
+      });
+      expect(classify(withRetryAfter, NOW).retryAfterMs).toBe(2_000);
+    });
+  });
 });

@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "../../src/core/retry-after.ts";
+import {
+  MAX_DELAY_MS,
+  parseHttpDate,
+  parseRateLimitReset,
+  parseResetValue,
+  parseRetryAfter,
+} from "../../src/core/retry-after.ts";
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0); // Sun, 29 Nov 2026 12:00:00 GMT
 
@@ -78,5 +84,47 @@ describe("parseRetryAfter", () => {
 
   it("property: delay-seconds parse to exactly seconds × 1000", () => {
     fc.assert(fc.property(fc.nat(2_000_000), (n) => parseRetryAfter(String(n), NOW) === n * 1000));
+  });
+});
+
+describe("parseRateLimitReset (x-ratelimit-reset-*: Azure seconds, OpenAI durations)", () => {
+  it("reads seconds and Go-style durations, and takes the later of two windows", () => {
+    expect(parseResetValue("55")).toBe(55_000);
+    expect(parseResetValue("6m0s")).toBe(360_000);
+    expect(parseResetValue("1.5s")).toBe(1_500);
+    expect(parseResetValue("20ms")).toBe(20);
+    expect(parseResetValue("1h2m3s")).toBe(3_723_000);
+    for (const bad of ["", "s", "m", "1x", "-1s", "1m1h", "ms"])
+      expect(parseResetValue(bad)).toBeUndefined();
+    const headers = new Headers({
+      "x-ratelimit-reset-requests": "1s",
+      "x-ratelimit-reset-tokens": "6m0s",
+    });
+    expect(parseRateLimitReset(headers)).toBe(360_000);
+    expect(parseRateLimitReset({ "x-rate-limit-reset-tokens": "55" })).toBe(55_000);
+    expect(parseRateLimitReset({})).toBeUndefined();
+  });
+
+  it("property: a duration built from parts parses to its milliseconds", () => {
+    const part = fc.option(fc.nat(10_000), { nil: undefined });
+    fc.assert(
+      fc.property(part, part, part, part, (h, m, s, ms) => {
+        const text = `${h !== undefined ? `${h}h` : ""}${m !== undefined ? `${m}m` : ""}${s !== undefined ? `${s}s` : ""}${ms !== undefined ? `${ms}ms` : ""}`;
+        const want = (h ?? 0) * 3_600_000 + (m ?? 0) * 60_000 + (s ?? 0) * 1000 + (ms ?? 0);
+        return text === ""
+          ? parseResetValue(text) === undefined
+          : parseResetValue(text) === Math.min(want, MAX_DELAY_MS);
+      }),
+    );
+  });
+
+  it("property: never throws, never negative, NaN or beyond the longest timer", () => {
+    fc.assert(
+      fc.property(fc.string(), (v) => {
+        const r = parseResetValue(v);
+        return r === undefined || (Number.isFinite(r) && r >= 0 && r <= MAX_DELAY_MS);
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

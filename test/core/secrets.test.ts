@@ -12,7 +12,6 @@ import {
   ToolError,
   VirtualClock,
 } from "../../src/index.ts";
-import { enrichGoogleError } from "../../src/providers/google.ts";
 import { driveError } from "../helpers.ts";
 
 /** The secret. Each shape below hides one of these forms somewhere in an error graph. */
@@ -61,20 +60,18 @@ const SHAPES: [string, () => unknown][] = [
       ),
   ],
   [
-    "the Google adapter's parsed .error",
+    "a @google/genai ApiError (the body folded into its message)",
     () =>
-      enrichGoogleError(
-        new ApiError({
-          status: 400,
-          message: JSON.stringify({
-            error: {
-              code: 400,
-              message: `API key not valid: key=${GKEY}`,
-              status: "INVALID_ARGUMENT",
-            },
-          }),
+      new ApiError({
+        status: 400,
+        message: JSON.stringify({
+          error: {
+            code: 400,
+            message: `API key not valid: key=${GKEY}`,
+            status: "INVALID_ARGUMENT",
+          },
         }),
-      ),
+      }),
   ],
   [
     "headers (a fetch Headers)",

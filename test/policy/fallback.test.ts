@@ -222,7 +222,7 @@ describe("fallback with the real SDK clients on two fault servers", () => {
         call: async ({ signal }) => {
           const m = await anthropic.messages.create(
             {
-              model: "claude-sonnet-4-5",
+              model: "claude-sonnet-4-6",
               max_tokens: 64,
               messages: [{ role: "user", content: "hi" }],
             },

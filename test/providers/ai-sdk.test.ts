@@ -85,6 +85,18 @@ describe("breakwater/ai-sdk middleware against the fault server", () => {
     expect(fs.requests()).toBe(2);
   });
 
+  it("streamText: raw chunks (read for errors a provider's parser drops) reach only a caller who asked", async () => {
+    const count = async (includeRawChunks: boolean) => {
+      const { model: m } = model();
+      const r = streamText({ model: m, prompt, maxRetries: 0, includeRawChunks });
+      let raw = 0;
+      for await (const part of r.fullStream) if (part.type === "raw") raw++;
+      return raw;
+    };
+    expect(await count(false)).toBe(0);
+    expect(await count(true)).toBeGreaterThan(3);
+  });
+
   it("streamText: an error after content is not retried; the stream ends with the interruption", async () => {
     fs.script({ rules: [{ stream: { after: 3, action: "error", error: "server_error" } }] });
     const { model: m } = model();
