@@ -10,13 +10,14 @@
 import OpenAI from "openai";
 import {
   CircuitBreaker,
+  ledgerOf,
   MemoryJournal,
   policy,
   RetryBudget,
   Run,
+  reasonOf,
   throwIfNotOk,
 } from "../src/index.ts";
-import { guardedStream } from "../src/policy/stream.ts";
 import { withBreakwater } from "../src/providers/openai.ts";
 import { startFaultServer } from "../src/testing/fault-server/server.ts";
 import { guardTool } from "../src/tools/guard-tool.ts";
@@ -99,7 +100,7 @@ export async function main(log: (line: string) => void = console.log) {
       } catch (error) {
         // The stream broke after the customer saw three words: not replayed.
         log(
-          `reply interrupted: ${(error as Error).message}; kept "${text}"; ledger billed ${JSON.stringify(guardedStream(stream).ledger.billed)}`,
+          `reply interrupted (${reasonOf(error)}): ${(error as Error).message}; kept "${text}"; ledger billed ${JSON.stringify(ledgerOf(error)?.billed)}`,
         );
         return { text, complete: false };
       }

@@ -39,6 +39,7 @@ export {
   ledgerOf,
   type PartialResult,
   reasonOf,
+  tagError,
 } from "./core/errors.ts";
 export type { Failure, FailureKind } from "./core/failure.ts";
 export { type HeaderBag, readHeader } from "./core/headers.ts";

@@ -1,7 +1,7 @@
 import type { TimeoutCause } from "./deadline.ts";
 import type { Failure } from "./failure.ts";
 import type { Ledger } from "./ledger.ts";
-import { isA } from "./safe.ts";
+import { get, isA, isObj } from "./safe.ts";
 import type { Usage } from "./usage.ts";
 
 interface ReasonFacts {
@@ -124,25 +124,36 @@ export function tagError(
   }
 }
 
-const outcomeOf = (error: unknown): Outcome | undefined =>
-  error !== null && (typeof error === "object" || typeof error === "function")
-    ? outcomes.get(error)
-    : undefined;
+/**
+ * The outcome of the call that threw `error`: its own, or that of what it carries. An SDK
+ * may rebuild its error from the answer breakwater handed it (the outcome is then on the
+ * answer's `headers`) or wrap breakwater's refusal (`cause`).
+ */
+function outcomeOf(error: unknown): Outcome | BreakwaterError | undefined {
+  const seen = new Set<unknown>();
+  for (let e = error; isObj(e) && !seen.has(e) && seen.size < 8; e = get(e, "cause")) {
+    seen.add(e);
+    if (isA(e, BreakwaterError)) return e;
+    const own = outcomes.get(e);
+    if (own !== undefined) return own;
+    const headers = get(e, "headers");
+    const viaHeaders = isObj(headers) ? outcomes.get(headers) : undefined;
+    if (viaHeaders !== undefined) return viaHeaders;
+  }
+  return undefined;
+}
 
 /** The ledger of the call that threw `error` (a BreakwaterError or a provider's own). */
 export function ledgerOf(error: unknown): Ledger | undefined {
-  if (isA(error, BreakwaterError) && error.ledger) return error.ledger;
   return outcomeOf(error)?.ledger;
 }
 
 /** Why the policy gave up on the call that threw `error`. */
 export function reasonOf(error: unknown): GiveUpReason | undefined {
-  if (isA(error, BreakwaterError)) return error.reason;
   return outcomeOf(error)?.reason;
 }
 
 /** The failure classification of the last attempt of the call that threw `error`. */
 export function failureOf(error: unknown): Failure | undefined {
-  if (isA(error, BreakwaterError)) return error.failure;
   return outcomeOf(error)?.failure;
 }

@@ -1,8 +1,11 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
-import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
+import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { checkClient } from "./shared.ts";
 
-export type AnthropicAdapterOptions = AdapterOptions;
+export { callOptions } from "./fetch.ts";
+
+export type AnthropicAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
 
 type Obj = Record<string, any>;
 
@@ -22,36 +25,41 @@ export function anthropicUsage(x: unknown): Partial<Usage> | undefined {
 export const isAnthropicContent = (event: unknown): boolean =>
   (event as Obj | null)?.type === "content_block_delta";
 
+const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** How breakwater reads Anthropic's answers: messages (JSON or events), token counts,
+ * batches. */
+export const anthropicDialect: Dialect = {
+  usage: anthropicUsage,
+  isContent: (json) => isAnthropicContent(json),
+  inBand: (json, event) =>
+    event.event === "error" || (isObject(json) && json.type === "error")
+      ? (json ?? { type: "error", error: { type: "api_error", message: event.data } })
+      : undefined,
+};
+
 /**
- * Routes an `@anthropic-ai/sdk` client's `messages.create` (streaming or not) through one
- * policy, the client's own retries off. `overloaded_error` (529) and `rate_limit_error` are
- * retried, `billing_error` and a prompt that is too long are not; an `error` event inside a
- * 200 stream (the SDK raises it) before any content is retried.
+ * Routes every request of an `@anthropic-ai/sdk` client through one policy: the client
+ * returned is the SDK's own (`withOptions({ maxRetries: 0, fetch })`), so `messages.create`,
+ * `messages.stream()` with its events and `finalMessage()`, `countTokens`, batches and
+ * `withResponse()` all work as documented, each request retried by breakwater alone.
+ * `overloaded_error` (529) and `rate_limit_error` are retried, a spent credit balance and a
+ * prompt that is too long are not; an `error` event before any content is retried.
  */
 export function withBreakwater<C extends Anthropic>(
   client: C,
   options: AnthropicAdapterOptions = {},
 ): C {
-  const p = asPolicy(options.policy);
-  const raw = client.withOptions({ maxRetries: 0 }) as C;
-  const create = raw.messages.create.bind(raw.messages) as (params: Obj, options?: Obj) => any;
-  const routed = (params: Obj, request: Obj = {}) => {
-    const { run, ...req } = request;
-    const signal = req.signal as AbortSignal | undefined;
-    if (params.stream) {
-      return p.stream((ctx) => create(params, { ...req, signal: ctx.signal }), {
-        ...(signal && { signal }),
-        ...runFor(options, run),
-        usage: anthropicUsage,
-        isContent: isAnthropicContent,
-      });
-    }
-    return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
-      ...(signal && { signal }),
-      ...runFor(options, run),
-      usage: anthropicUsage,
-    });
-  };
-  const messages = overlay(raw.messages, { create: routed });
-  return overlay(raw, { messages });
+  checkClient(
+    client,
+    "anthropic.withBreakwater",
+    "an Anthropic client (new Anthropic())",
+    "withOptions",
+  );
+  const fetch = guardedFetch({
+    ...options,
+    fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
+    dialect: anthropicDialect,
+  });
+  return client.withOptions({ maxRetries: 0, fetch }) as C;
 }

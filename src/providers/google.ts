@@ -1,8 +1,9 @@
 import type { GoogleGenAI } from "@google/genai";
-import type { Usage } from "../index.ts";
-import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
+import { ConfigError, type Usage } from "../index.ts";
+import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { overlay } from "./shared.ts";
 
-export type GoogleAdapterOptions = AdapterOptions;
+export type GoogleAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
 
 type Obj = Record<string, any>;
 
@@ -23,54 +24,81 @@ export const isGoogleContent = (chunk: unknown): boolean =>
     ),
   );
 
-/** One attempt per call at the SDK (its retries only run when asked, and never twice). */
-function oneAttempt(params: Obj, signal: AbortSignal): Obj {
-  const config = params.config ?? {};
-  return {
-    ...params,
-    config: {
-      ...config,
-      abortSignal: signal,
-      httpOptions: { ...config.httpOptions, retryOptions: { attempts: 1 } },
+const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** How breakwater reads Gemini's answers: `usageMetadata`, text and function-call parts,
+ * an `{ error }` chunk inside a 200 stream. */
+export const googleDialect: Dialect = {
+  usage: googleUsage,
+  isContent: (json) => isGoogleContent(json),
+  inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),
+};
+
+/** The modules whose requests take `config.httpOptions` (the Live API is a WebSocket). */
+const MODULES = [
+  "models",
+  "batches",
+  "caches",
+  "files",
+  "operations",
+  "tunings",
+  "authTokens",
+  "fileSearchStores",
+];
+
+/** A module whose every method sends its request through `fetch`, one SDK attempt each. */
+function through<T extends object>(module: T, fetch: typeof globalThis.fetch): T {
+  const calls = new Map<PropertyKey, unknown>();
+  return new Proxy(module, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (typeof v !== "function") return v;
+      if (!calls.has(prop))
+        calls.set(prop, (...args: unknown[]) => {
+          const [params, ...rest] = args;
+          if (!isObject(params)) return v.apply(target, args);
+          const config = (params.config ?? {}) as Obj;
+          const httpOptions = { ...config.httpOptions, fetch, retryOptions: { attempts: 1 } };
+          return v.apply(target, [{ ...params, config: { ...config, httpOptions } }, ...rest]);
+        });
+      return calls.get(prop);
     },
-  };
+  });
 }
 
 /**
- * Routes `@google/genai`'s `models.generateContent` and `models.generateContentStream`
- * through one policy, with the SDK's retry options set to one attempt. The SDK's errors
- * stay its own: the classifier reads the JSON body @google/genai folds into `message`.
+ * Routes every HTTP request of a `@google/genai` client through one policy: each method of
+ * `models`, `batches`, `caches`, `files`, `operations`, `tunings`, `authTokens` and
+ * `fileSearchStores` is sent with breakwater's fetch and the SDK's retries at one attempt,
+ * and `chats` talk through those `models`. Objects and errors stay the SDK's own. Each
+ * continuation hop of a resumable stream is its own request, and is counted.
  */
 export function withBreakwater<C extends GoogleGenAI>(
   client: C,
   options: GoogleAdapterOptions = {},
 ): C {
-  const p = asPolicy(options.policy);
-  const models = client.models;
-  const generate = models.generateContent.bind(models) as unknown as (
-    params: Obj,
-  ) => Promise<unknown>;
-  const generateStream = models.generateContentStream.bind(models) as unknown as (
-    params: Obj,
-  ) => Promise<AsyncIterable<unknown>>;
-  const wrappedModels = overlay(models, {
-    generateContent: (params: Obj) => {
-      const signal = params.config?.abortSignal as AbortSignal | undefined;
-      return p.execute((ctx) => generate(oneAttempt(params, ctx.signal)), {
-        ...(signal && { signal }),
-        ...runFor(options),
-        usage: googleUsage,
-      });
-    },
-    generateContentStream: async (params: Obj) => {
-      const signal = params.config?.abortSignal as AbortSignal | undefined;
-      return p.stream((ctx) => generateStream(oneAttempt(params, ctx.signal)), {
-        ...(signal && { signal }),
-        ...runFor(options),
-        usage: googleUsage,
-        isContent: isGoogleContent,
-      });
-    },
-  });
-  return overlay(client, { models: wrappedModels });
+  const models = isObject(client) ? (client as Obj).models : undefined;
+  if (!isObject(models) || typeof models.generateContent !== "function")
+    throw new ConfigError(
+      "google.withBreakwater",
+      "client",
+      client,
+      "a GoogleGenAI client (new GoogleGenAI({ apiKey }))",
+    );
+  const base = ((client as Obj).httpOptions as Obj | undefined)?.fetch as
+    | typeof globalThis.fetch
+    | undefined;
+  const fetch = guardedFetch({ ...options, ...(base && { fetch: base }), dialect: googleDialect });
+  const overrides: Record<string, unknown> = {};
+  for (const name of MODULES) {
+    const m = (client as Obj)[name];
+    if (isObject(m)) overrides[name] = through(m, fetch);
+  }
+  const chats = (client as Obj).chats as Obj | undefined;
+  if (chats && typeof chats.constructor === "function")
+    overrides.chats = new (chats.constructor as new (m: unknown, api: unknown) => unknown)(
+      overrides.models,
+      (client as Obj).apiClient,
+    );
+  return overlay(client, overrides);
 }

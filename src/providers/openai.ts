@@ -1,13 +1,15 @@
 import type OpenAI from "openai";
-import type { GuardedStream, Usage } from "../index.ts";
-import { type AdapterOptions, asPolicy, overlay, runFor } from "./shared.ts";
+import type { Usage } from "../index.ts";
+import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { checkClient } from "./shared.ts";
 
-export interface OpenAIAdapterOptions extends AdapterOptions {
+export { callOptions } from "./fetch.ts";
+
+export interface OpenAIAdapterOptions extends Omit<GuardedFetchOptions, "dialect" | "fetch"> {
   /** Ask for the usage chunk on streams (`stream_options.include_usage`). Default true. */
   includeUsage?: boolean;
 }
 
-type Create = (params: any, options?: any) => any;
 type Obj = Record<string, any>;
 
 /** Usage from a chat completion or its final stream chunk. */
@@ -59,49 +61,48 @@ export function responsesInBand(event: unknown): unknown {
   return undefined;
 }
 
+const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** How breakwater reads OpenAI's answers: chat completions, the Responses API, legacy
+ * completions and embeddings, JSON or streamed. */
+export function openaiDialect(includeUsage = true): Dialect {
+  return {
+    usage: (json) => openaiUsage(json) ?? responsesUsage(json),
+    isContent: (json) =>
+      isObject(json) &&
+      (typeof json.type === "string"
+        ? isResponsesContent(json)
+        : isChatContent(json) || Boolean(json.choices?.[0]?.text)),
+    inBand: (json) => {
+      if (!isObject(json)) return undefined;
+      if (typeof json.type === "string") return responsesInBand(json);
+      return isObject(json.error) ? { error: json.error } : undefined;
+    },
+    prepare: (url, body) =>
+      includeUsage &&
+      body.stream === true &&
+      !body.stream_options &&
+      url.endsWith("/chat/completions")
+        ? { ...body, stream_options: { include_usage: true } }
+        : undefined,
+  };
+}
+
 /**
- * Routes an `openai` client's calls through one policy: `chat.completions.create` and
- * `responses.create`, streaming or not, with the client's own retries off
- * (`withOptions({ maxRetries: 0 })`). Non-streaming calls resolve as before; streaming
- * calls return a GuardedStream (async iterable of the same chunks, plus `.ledger` and
- * `.done`). Everything else on the client passes through, retries off.
+ * Routes every request of an `openai` client through one policy: the client returned is the
+ * SDK's own (`withOptions({ maxRetries: 0, fetch })`), so every method, helper and type
+ * works as documented (`parse`, `stream`, `withResponse`, `toReadableStream`, ...), and each
+ * HTTP request it sends is retried by breakwater alone. A stream is retried until its first
+ * content event, then passed through; chat streams ask for the usage chunk unless
+ * `includeUsage: false`. Per call: `create(params, callOptions({ run }))`.
  */
 export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapterOptions = {}): C {
-  const p = asPolicy(options.policy);
-  const raw = client.withOptions({ maxRetries: 0 }) as C;
-  const includeUsage = options.includeUsage ?? true;
-
-  const route =
-    (create: Create, kind: "chat" | "responses") =>
-    (params: Obj, request: Obj = {}): Promise<unknown> | GuardedStream<unknown> => {
-      const { run, ...req } = request;
-      const signal = req.signal as AbortSignal | undefined;
-      if (params.stream) {
-        const body =
-          kind === "chat" && includeUsage && !params.stream_options
-            ? { ...params, stream_options: { include_usage: true } }
-            : params;
-        return p.stream((ctx) => create(body, { ...req, signal: ctx.signal }), {
-          ...(signal && { signal }),
-          ...runFor(options, run),
-          ...(kind === "chat"
-            ? { usage: openaiUsage, isContent: isChatContent }
-            : { usage: responsesUsage, isContent: isResponsesContent, inspect: responsesInBand }),
-        });
-      }
-      return p.execute((ctx) => create(params, { ...req, signal: ctx.signal }), {
-        ...(signal && { signal }),
-        ...runFor(options, run),
-        usage: openaiUsage,
-      });
-    };
-
-  const completions = overlay(raw.chat.completions, {
-    create: route(raw.chat.completions.create.bind(raw.chat.completions), "chat"),
+  checkClient(client, "openai.withBreakwater", "an openai client (new OpenAI())", "withOptions");
+  const { includeUsage, ...rest } = options;
+  const fetch = guardedFetch({
+    ...rest,
+    fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
+    dialect: openaiDialect(includeUsage ?? true),
   });
-  const chat = overlay(raw.chat, { completions });
-  const responses = overlay(raw.responses, {
-    create: route(raw.responses.create.bind(raw.responses), "responses"),
-  });
-  return overlay(raw, { chat, responses });
+  return client.withOptions({ maxRetries: 0, fetch }) as C;
 }

@@ -1,4 +1,4 @@
-import { type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
+import { ConfigError, type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {
@@ -39,4 +39,15 @@ export function overlay<T extends object>(
       return typeof v === "function" ? v.bind(t) : v;
     },
   });
+}
+
+/** `withBreakwater(x)` where x is not the SDK's client: a clear error naming what was
+ * expected, not a TypeError from deep inside. */
+export function checkClient(client: unknown, owner: string, expected: string, probe: string): void {
+  if (
+    client === null ||
+    typeof client !== "object" ||
+    typeof (client as Record<string, unknown>)[probe] !== "function"
+  )
+    throw new ConfigError(owner, "client", client, expected);
 }

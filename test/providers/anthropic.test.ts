@@ -1,7 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, it } from "vitest";
-import { type BreakwaterError, reasonOf } from "../../src/core/errors.ts";
-import { guardedStream } from "../../src/policy/stream.ts";
+import { type BreakwaterError, failureOf, ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { withBreakwater } from "../../src/providers/anthropic.ts";
 import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
@@ -90,14 +89,16 @@ describe("breakwater/anthropic against the fault server", () => {
     expect(fs.requests()).toBe(2);
   });
 
-  it("an error event after it is not retried: the partial answer is on the error", async () => {
+  it("an error event after it is not retried: the SDK raises its own error, breakwater's reason on it", async () => {
     fs.script({ rules: [{ stream: { after: 3, action: "error", error: "overloaded" } }] });
     const { ai } = client();
     const { chunks, error } = await drain(await ai.messages.create({ ...params, stream: true }));
     expect(text(chunks)).toBe("The fault server ");
-    expect((error as BreakwaterError).reason).toBe("stream-interrupted");
-    expect((error as BreakwaterError).failure?.kind).toBe("overloaded");
-    expect((error as BreakwaterError).partial?.usage).toEqual({ inputTokens: 3, outputTokens: 1 });
+    expect(error).toBeInstanceOf(Anthropic.APIError);
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect(failureOf(error)?.kind).toBe("overloaded");
+    // What the broken attempt spent: its input, and the deltas it sent.
+    expect(ledgerOf(error)?.wasted).toEqual({ inputTokens: 3, outputTokens: 1 });
     expect(fs.requests()).toBe(1);
   });
 
@@ -118,13 +119,11 @@ describe("breakwater/anthropic against the fault server", () => {
 
   it("usage from message_start and message_delta matches what the server billed", async () => {
     fs.script({ rules: [{ requests: [1, 1], stream: { after: 0, action: "error" } }] });
-    const { ai } = client();
-    const s = await ai.messages.create({ ...params, stream: true });
-    await drain(s);
-    const ledger = guardedStream(s).ledger;
-    expect(ledger.usage).toEqual({ inputTokens: 3, outputTokens: 10 });
+    const { ai, ledgers } = client();
+    await drain(await ai.messages.create({ ...params, stream: true }));
+    expect(ledgers[0]!.usage).toEqual({ inputTokens: 3, outputTokens: 10 });
     // The failed attempt had begun generating (message_start): its input tokens were billed.
-    expect(ledger.wasted).toEqual({ inputTokens: 3, outputTokens: 1 });
+    expect(ledgers[0]!.wasted).toEqual({ inputTokens: 3, outputTokens: 1 });
     expect(fs.server.stats().billed).toEqual({ inputTokens: 6, outputTokens: 10 });
   });
 });

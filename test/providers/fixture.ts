@@ -1,21 +1,24 @@
 export { useFaultServer } from "../fault-fixture.ts";
 
 import type { Ledger } from "../../src/core/ledger.ts";
-import type { PolicyOptions } from "../../src/policy/options.ts";
+import type { GiveUpEvent, PolicyOptions } from "../../src/policy/options.ts";
 import { policy } from "../../src/policy/policy.ts";
 
-/** A fast policy for real-HTTP tests, recording the ledger of every successful call. */
+/** A fast policy for real-HTTP tests, recording the ledger of every successful call and
+ * every give-up. */
 export function testPolicy(extra: PolicyOptions = {}) {
   const ledgers: Ledger[] = [];
+  const gaveUp: GiveUpEvent[] = [];
   const p = policy({
     maxAttempts: 3,
     backoff: { baseMs: 10, capMs: 20 },
     retryAfter: { maxMs: 5_000, jitterMs: 0 },
     idleTimeoutMs: 300,
     onSuccess: (e) => void ledgers.push(e.ledger),
+    onGiveUp: (e) => void gaveUp.push(e),
     ...extra,
   });
-  return { p, ledgers };
+  return { p, ledgers, gaveUp };
 }
 
 export const TEXT = "The fault server says hello, one word at a time.";

@@ -185,6 +185,17 @@ export const openaiResponses: Dialect = {
         },
         "response.output_item.added",
       ),
+      sse(
+        {
+          type: "response.content_part.added",
+          sequence_number: sequence++,
+          item_id: "msg_fault",
+          output_index: 0,
+          content_index: 0,
+          part: { type: "output_text", text: "", annotations: [] },
+        },
+        "response.content_part.added",
+      ),
     ];
   },
   delta(_model, text) {

@@ -4,6 +4,7 @@ import { systemClock } from "../../index.ts";
 import { countTokens } from "../fake-model.ts";
 import { mulberry32 } from "../random.ts";
 import { int, oneOf, record } from "./check.ts";
+import { type Extra, extraFor } from "./extras.ts";
 import {
   DEFAULT_MESSAGES,
   DIALECTS,
@@ -95,6 +96,8 @@ interface Request {
   includeUsage: boolean;
   body: unknown;
   key?: string;
+  /** An endpoint beside chat (embeddings, token counts, batches, ...). */
+  extra?: Extra;
 }
 
 /** A request's own abort: fires when its client goes away or the server closes. */
@@ -219,8 +222,10 @@ class FaultServerImpl {
     let geminiStream = false;
     const gm = GEMINI_PATH.exec(path);
     const tm = TOOL_PATH.exec(path);
+    const extra = extraFor(req.method, path);
     let responsesApi = false;
-    if (path === "/v1/chat/completions") route = "openai";
+    if (extra) route = extra.route;
+    else if (path === "/v1/chat/completions") route = "openai";
     else if (path === "/v1/responses") {
       route = "openai";
       responsesApi = true;
@@ -245,7 +250,7 @@ class FaultServerImpl {
         error: { message: `no route ${req.method} ${path}`, type: "not_found_error" },
       });
     }
-    if (req.method !== "POST")
+    if (req.method !== "POST" && extra === undefined)
       return this.#send(res, 405, { error: { message: `${req.method} not allowed` } });
 
     const raw = await this.#readBody(req, res);
@@ -279,7 +284,10 @@ class FaultServerImpl {
     const key = req.headers["idempotency-key"];
     const request: Request = {
       route,
-      inputTokens: route === "tools" ? 0 : countTokens(inputText(route, b)),
+      inputTokens:
+        route === "tools"
+          ? 0
+          : countTokens(typeof b.input === "string" ? b.input : inputText(route, b)),
       dialect: route === "tools" ? undefined : responsesApi ? openaiResponses : DIALECTS[route],
       model,
       ...(tool !== undefined && { tool }),
@@ -288,6 +296,7 @@ class FaultServerImpl {
         (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
       body,
       ...(typeof key === "string" && key !== "" && { key }),
+      ...(extra && { extra }),
     };
     await this.#serve(request, res);
   }
@@ -404,6 +413,7 @@ class FaultServerImpl {
       await sleep(rule.headersDelayMs ?? 0, signal);
       if (rule.status !== undefined && rule.status >= 400)
         return this.#error(r, res, arrival, rule);
+      if (r.extra) return this.#extra(r, r.extra, res, arrival);
       if (r.stream) return await this.#stream(r, res, arrival, rule, signal);
       return await this.#json(r, res, arrival, rule, signal);
     } catch (error) {
@@ -435,6 +445,17 @@ class FaultServerImpl {
         : r.dialect!.error(status, name, message, rule.retryAfter);
     settle(this.#stats, arrival, String(status));
     this.#send(res, status, body, this.#errorHeaders(rule));
+  }
+
+  #extra(r: Request, extra: Extra, res: ServerResponse, arrival: Arrival) {
+    const { body, contentType } = extra.answer(r.inputTokens, r.model || "fault-model");
+    settle(this.#stats, arrival, "200");
+    if (!Buffer.isBuffer(body)) return this.#send(res, 200, body);
+    res.writeHead(200, {
+      "content-type": contentType ?? "application/octet-stream",
+      "content-length": body.length,
+    });
+    res.end(body);
   }
 
   #bill(input: number, output: number) {

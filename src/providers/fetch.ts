@@ -1,0 +1,365 @@
+import {
+  ConfigError,
+  failureOf,
+  HttpError,
+  ledgerOf,
+  type Policy,
+  type Run,
+  reasonOf,
+  tagError,
+  type Usage,
+} from "../index.ts";
+import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { type SseEvent, sseEvents } from "./sse.ts";
+
+/** How to read one provider's answers. Every function is handed parsed JSON (undefined when
+ * the body or event is not JSON). */
+export interface Dialect {
+  /** Usage from a JSON answer or one stream event. */
+  usage?(json: unknown): Partial<Usage> | undefined;
+  /** A stream event that carries content (text, a tool call, reasoning): once one reached
+   * the SDK, nothing is retried. */
+  isContent(json: unknown, event: SseEvent): boolean;
+  /** The provider's error inside a 200 stream, as an error to classify. */
+  inBand?(json: unknown, event: SseEvent): unknown;
+  /** Changes a JSON request body before it is sent (the usage chunk of an OpenAI stream). */
+  prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
+}
+
+export interface GuardedFetchOptions extends AdapterOptions {
+  /** The fetch each attempt calls. Default: the global fetch. */
+  fetch?: typeof globalThis.fetch;
+  /** How to read the provider's answers. */
+  dialect?: Dialect;
+  /** Gives up an attempt whose TCP/TLS connection is not up within this many ms (undici's
+   * `connect.timeout`; needs the `undici` package). Default: the fetch's own (10 s). */
+  connectTimeoutMs?: number;
+  /** The header that carries the attempt number, so a server or proxy can tell retries
+   * apart and shed them first. A request that already has `x-stainless-retry-count` (the
+   * openai and anthropic SDKs) gets the retries so far there instead. `false`: none.
+   * Default "x-retry-attempt". */
+  attemptHeader?: string | false;
+}
+
+/** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
+const CALL = Symbol.for("breakwater.call");
+
+/**
+ * Per-call options for an SDK client wrapped by breakwater: pass as the request options
+ * (`create(params, callOptions({ run }))`), or merge into yours.
+ */
+export function callOptions(o: { run?: Run }): {
+  fetchOptions: Omit<RequestInit, "headers" | "body" | "signal" | "method">;
+} {
+  return { fetchOptions: { [CALL]: o } as RequestInit };
+}
+
+const OWNER = "guardedFetch";
+
+function check(o: GuardedFetchOptions): void {
+  if (o.fetch !== undefined && typeof o.fetch !== "function")
+    throw new ConfigError(OWNER, "fetch", o.fetch, "a fetch function");
+  const ms = o.connectTimeoutMs;
+  if (ms !== undefined && !(Number.isInteger(ms) && ms > 0 && ms <= 2_147_483_647))
+    throw new ConfigError(OWNER, "connectTimeoutMs", ms, "a whole number of milliseconds > 0");
+  const h = o.attemptHeader;
+  if (h !== undefined && h !== false && !(typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)))
+    throw new ConfigError(OWNER, "attemptHeader", h, "a header name or false");
+}
+
+/** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
+class UpstreamAnswer extends HttpError {
+  readonly text: string;
+  readonly statusText: string;
+
+  constructor(res: Response, text: string) {
+    let body: unknown = text;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {}
+    super(res.status, res.headers, body);
+    this.text = text;
+    this.statusText = res.statusText;
+  }
+
+  static async read(res: Response): Promise<UpstreamAnswer> {
+    return new UpstreamAnswer(res, await res.text().catch(() => ""));
+  }
+}
+
+/** A provider's error event inside a 200 stream, with the event as it came. */
+class InBandEvent extends Error {
+  readonly raw: string;
+  constructor(raw: string, cause: unknown) {
+    super("an error event inside a 200 stream", { cause });
+    this.raw = raw;
+  }
+}
+
+/** Attaches the call's outcome to the headers an SDK builds its error from (the Response's
+ * own Headers object, which it copies from what it is given), so `reasonOf`, `ledgerOf` and
+ * `failureOf` work on the SDK's own error. */
+function tagged(res: Response, from: unknown): Response {
+  const ledger = ledgerOf(from);
+  const reason = reasonOf(from);
+  if (ledger && reason) tagError(res.headers, reason, ledger, failureOf(from));
+  return res;
+}
+
+function findCause<T>(error: unknown, C: abstract new (...a: never[]) => T): T | undefined {
+  for (let e = error, i = 0; e && i < 8; e = (e as { cause?: unknown }).cause, i++)
+    if (e instanceof C) return e;
+  return undefined;
+}
+
+/** When the call ended on an answer from the server, that answer, for the SDK to raise its
+ * own error from (RateLimitError, APIError from the event, ...). */
+function answerOf(error: unknown, headers: Headers | undefined): Response | undefined {
+  const answer = findCause(error, UpstreamAnswer);
+  if (answer !== undefined) {
+    const init = { status: answer.status, statusText: answer.statusText, headers: answer.headers };
+    return tagged(new Response(answer.text, init), error);
+  }
+  const event = findCause(error, InBandEvent);
+  if (event !== undefined && headers !== undefined)
+    return tagged(new Response(event.raw, { status: 200, headers }), error);
+  return undefined;
+}
+
+/** Bodies that can be sent again as they are. A stream body cannot: one attempt only. */
+function replayable(body: unknown): boolean {
+  return (
+    body === undefined ||
+    body === null ||
+    typeof body === "string" ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof Blob ||
+    body instanceof FormData ||
+    body instanceof URLSearchParams
+  );
+}
+
+const STREAM_FLAG = /"stream"\s*:\s*true/;
+
+interface Outgoing {
+  url: string;
+  init: RequestInit & { [CALL]?: { run?: Run } };
+  stream: boolean;
+}
+
+/** The request as each attempt sends it: the body prepared once, the stream flag read. */
+function outgoing(
+  input: RequestInfo | URL,
+  init: RequestInit,
+  dialect: Dialect | undefined,
+): Outgoing {
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+  let body = init.body;
+  let stream = /[?&]alt=sse(?:&|$)/.test(url);
+  if (
+    typeof body === "string" &&
+    body.startsWith("{") &&
+    (STREAM_FLAG.test(body) || dialect?.prepare)
+  ) {
+    try {
+      const json = JSON.parse(body) as Record<string, unknown>;
+      stream ||= json.stream === true;
+      const prepared = dialect?.prepare?.(url, json);
+      if (prepared !== undefined) body = JSON.stringify(prepared);
+    } catch {}
+  }
+  return { url, init: { ...init, body }, stream };
+}
+
+async function undiciDispatch(
+  ms: number,
+): Promise<{ fetch: typeof globalThis.fetch; dispatcher: unknown }> {
+  let undici: typeof import("undici");
+  try {
+    undici = await import("undici");
+  } catch {
+    throw new ConfigError(
+      OWNER,
+      "connectTimeoutMs",
+      ms,
+      "used with the undici package installed (npm install undici)",
+    );
+  }
+  return {
+    fetch: undici.fetch as unknown as typeof globalThis.fetch,
+    dispatcher: new undici.Agent({ connect: { timeout: ms } }),
+  };
+}
+
+/**
+ * A fetch that runs every request through one policy: the building block of the SDK
+ * adapters, and usable with any client that takes a `fetch` (with its own retries off).
+ * An answer the policy gives up on is handed to the client as it came, so the client raises
+ * its own error; a refusal before any answer (an open breaker, a spent run) is thrown, and
+ * the client reports it as a connection error whose cause is the BreakwaterError. A stream
+ * is retried until its first content event and then passed through untouched.
+ */
+export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
+  check(options);
+  const p = asPolicy(options.policy);
+  const base = options.fetch ?? globalThis.fetch;
+  const dialect = options.dialect;
+  const header = options.attemptHeader ?? "x-retry-attempt";
+  const transport =
+    options.connectTimeoutMs === undefined ? undefined : undiciDispatch(options.connectTimeoutMs);
+
+  const send = async (req: Outgoing, attempt: number, signal: AbortSignal): Promise<Response> => {
+    const headers = new Headers(req.init.headers);
+    if (headers.has("x-stainless-retry-count"))
+      headers.set("x-stainless-retry-count", String(attempt - 1));
+    else if (header !== false) headers.set(header, String(attempt));
+    const init = { ...req.init, headers, signal };
+    if (transport === undefined) return base(req.url, init);
+    const t = await transport;
+    return (options.fetch ?? t.fetch)(req.url, {
+      ...init,
+      dispatcher: t.dispatcher,
+    } as RequestInit);
+  };
+
+  return async (input, init = {}) => {
+    if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
+      return base(input, init); // a body that cannot be sent twice, or a Request object
+    const req = outgoing(input, init, dialect);
+    const call = {
+      ...(init.signal && { signal: init.signal }),
+      ...runFor(options, req.init[CALL]?.run),
+    };
+    return req.stream ? streamed(p, req, call, send, dialect) : unary(p, req, call, send, dialect);
+  };
+}
+
+type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
+type Call = { signal?: AbortSignal; run?: Run };
+
+const MAX_USAGE_BODY = 1 << 20;
+
+async function unary(
+  p: Policy,
+  req: Outgoing,
+  call: Call,
+  send: Send,
+  dialect?: Dialect,
+): Promise<Response> {
+  try {
+    const done = await p.execute(
+      async (ctx) => {
+        const res = await send(req, ctx.attempt, ctx.signal);
+        if (!res.ok) throw await UpstreamAnswer.read(res);
+        if (
+          !dialect?.usage ||
+          !res.headers.get("content-type")?.includes("json") ||
+          res.body === null
+        )
+          return { res, usage: undefined };
+        const text = await res.text(); // read inside the attempt: a body cut short is retried
+        const usage = text.length <= MAX_USAGE_BODY ? dialect.usage(safeJson(text)) : undefined;
+        return {
+          res: new Response(text, {
+            status: res.status,
+            statusText: res.statusText,
+            headers: res.headers,
+          }),
+          usage,
+        };
+      },
+      { ...call, usage: (r) => (r as { usage?: Partial<Usage> }).usage },
+    );
+    return done.res;
+  } catch (error) {
+    const answer = answerOf(error, undefined);
+    if (answer !== undefined) return answer;
+    throw error;
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+async function streamed(
+  p: Policy,
+  req: Outgoing,
+  call: Call,
+  send: Send,
+  dialect?: Dialect,
+): Promise<Response> {
+  let current: Response | undefined;
+  const events = p.stream<SseEvent>(
+    async (ctx) => {
+      const res = await send(req, ctx.attempt, ctx.signal);
+      if (!res.ok) throw await UpstreamAnswer.read(res);
+      current = res;
+      return sseEvents(res.body ?? emptyBody());
+    },
+    {
+      ...call,
+      isContent: (e) => dialect?.isContent(e.json, e) ?? true,
+      ...(dialect?.usage && { usage: (e: SseEvent) => dialect.usage!(e.json) }),
+      inspect: (e) => {
+        const error = dialect?.inBand?.(e.json, e);
+        return error === undefined ? undefined : new InBandEvent(e.raw, error);
+      },
+    },
+  );
+  let first: IteratorResult<SseEvent>;
+  try {
+    first = await events.next(); // the retries happen here, before the SDK sees a byte
+  } catch (error) {
+    const answer = answerOf(error, current?.headers);
+    if (answer !== undefined) return answer;
+    throw error;
+  }
+  const res = current!;
+  const init = { status: res.status, statusText: res.statusText, headers: res.headers };
+  // A failure after content is told on this response's headers, which the SDK hands its error.
+  const outer: Response = new Response(
+    passThrough(events, first, res.headers, (error) => tagged(outer, error)),
+    init,
+  );
+  return outer;
+}
+
+async function* emptyBody(): AsyncGenerator<Uint8Array> {}
+
+/** The events as bytes, verbatim. An error event after content reaches the SDK as the
+ * event it was (the SDK raises its own error); any other failure errors the body. */
+function passThrough(
+  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
+  first: IteratorResult<SseEvent>,
+  headers: Headers,
+  failed: (error: unknown) => void,
+): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let pending: IteratorResult<SseEvent> | undefined = first;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const r = pending ?? (await events.next());
+        pending = undefined;
+        if (r.done) controller.close();
+        else controller.enqueue(encoder.encode(r.value.raw));
+      } catch (error) {
+        failed(error);
+        const answer = answerOf(error, headers);
+        if (answer?.body) {
+          controller.enqueue(encoder.encode(await answer.text()));
+          controller.close();
+        } else controller.error(error);
+      }
+    },
+    async cancel() {
+      await events.return();
+    },
+  });
+}
