@@ -25,6 +25,8 @@ export interface AuditClients {
   google?: unknown;
   /** What you pass to generateText/streamText (its `maxRetries` defaults to 2). */
   aiSdk?: { maxRetries?: number };
+  /** A LangChain chat model (reads its AsyncCaller's `maxRetries`, 6 by default). */
+  langchain?: { caller?: { maxRetries?: number } };
 }
 
 export interface AuditLayer {
@@ -59,6 +61,19 @@ function worstWait(l: LayerSpec): number {
 /** The SDKs' own retry layers, read off their clients (defaults from their sources). */
 function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const out: LayerSpec[] = [];
+  if (c.langchain) {
+    const retries = c.langchain.caller?.maxRetries ?? 6;
+    if (retries > 0)
+      warnings.push(
+        `LangChain retries on its own (maxRetries ${retries}): new ChatX({ maxRetries: 0 }) or breakwater/langchain`,
+      );
+    // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
+    out.push({
+      name: "langchain",
+      attempts: retries + 1,
+      backoff: { baseMs: 1_000, jitter: "up-to-2x" },
+    });
+  }
   const sdk = (name: string, maxRetries: number | undefined, fix: string) => {
     const retries = maxRetries ?? 2;
     if (retries > 0) warnings.push(`${name} retries on its own (maxRetries ${retries}): ${fix}`);

@@ -172,6 +172,10 @@ function outgoing(
   return { url, init: { ...init, body }, stream };
 }
 
+/**
+ * undici's fetch with a connect timeout of `ms`, kept by our own timer: undici's own checks
+ * connect timeouts on a one-second tick, so a 200 ms timeout would fire after a second.
+ */
 async function undiciDispatch(
   ms: number,
 ): Promise<{ fetch: typeof globalThis.fetch; dispatcher: unknown }> {
@@ -186,9 +190,27 @@ async function undiciDispatch(
       "used with the undici package installed (npm install undici)",
     );
   }
+  const base = undici.buildConnector({ timeout: 0 });
+  const connect: import("undici").buildConnector.connector = (opts, callback) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settled = true;
+      socket?.destroy();
+      callback(new undici.errors.ConnectTimeoutError(`connect timed out after ${ms} ms`), null);
+    }, ms);
+    // undici's connector returns the socket it opens, though its type says void.
+    const socket = base(opts, (error, connected) => {
+      clearTimeout(timer);
+      if (settled) return void connected?.destroy();
+      settled = true;
+      if (error) callback(error, null);
+      else callback(null, connected!);
+    }) as unknown as { destroy(): void } | undefined;
+  };
   return {
     fetch: undici.fetch as unknown as typeof globalThis.fetch,
-    dispatcher: new undici.Agent({ connect: { timeout: ms } }),
+    dispatcher: new undici.Agent({ connect }),
   };
 }
 

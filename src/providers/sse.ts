@@ -57,10 +57,12 @@ const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
  * Splits a byte stream into events. A trailing piece with no blank line after it is still
  * yielded (some servers end without one), so no byte the server sent is dropped.
  */
-export async function* sseEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseEvent> {
+export async function* sseEvents(
+  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
   let buffer = "";
-  for await (const bytes of body) {
+  for await (const bytes of chunksOf(body)) {
     buffer += decoder.decode(bytes, { stream: true });
     for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
       const end = m.index + m[0].length;
@@ -70,4 +72,20 @@ export async function* sseEvents(body: AsyncIterable<Uint8Array>): AsyncGenerato
   }
   buffer += decoder.decode();
   if (buffer !== "") yield new SseEvent(buffer);
+}
+
+/** A body's chunks; a ReadableStream read through its reader where it is not iterable. */
+async function* chunksOf(
+  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+): AsyncGenerator<Uint8Array> {
+  if (Symbol.asyncIterator in body) {
+    yield* body as AsyncIterable<Uint8Array>;
+    return;
+  }
+  const reader = (body as ReadableStream<Uint8Array>).getReader();
+  try {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) yield r.value;
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
 }

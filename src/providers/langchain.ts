@@ -1,0 +1,142 @@
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { ConfigError, type Usage } from "../index.ts";
+import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+
+export type LangChainAdapterOptions = AdapterOptions;
+
+type Obj = Record<string, any>;
+type Method = (this: Obj, messages: unknown, options?: Obj, runManager?: unknown) => any;
+
+/** Usage from a message's standard `usage_metadata` (every LangChain chat model sets it). */
+export function langchainUsage(x: unknown): Partial<Usage> | undefined {
+  const o = x as Obj | null;
+  const u = (o?.usage_metadata ??
+    o?.message?.usage_metadata ??
+    o?.generations?.[0]?.message?.usage_metadata) as Obj | undefined;
+  if (!u) return undefined;
+  return {
+    ...(typeof u.input_tokens === "number" && { inputTokens: u.input_tokens }),
+    ...(typeof u.output_tokens === "number" && { outputTokens: u.output_tokens }),
+  };
+}
+
+/** A stream chunk that carries content: text, or a piece of a tool call. */
+export function isLangChainContent(chunk: unknown): boolean {
+  const c = chunk as Obj | null;
+  const text = c?.text ?? c?.message?.text;
+  return (
+    (typeof text === "string" && text !== "") || (c?.message?.tool_call_chunks?.length ?? 0) > 0
+  );
+}
+
+/** A content event of LangChain's content-block protocol (`_streamChatModelEvents`). */
+const isEventContent = (event: unknown): boolean =>
+  String((event as Obj | null)?.event ?? (event as Obj | null)?.type).includes("Delta");
+
+/** `model`, with every AsyncCaller it uses (its own, and its delegates': ChatOpenAI keeps a
+ * completions and a responses model) at zero retries. Nothing of `model` is changed. */
+function withoutRetries(model: Obj, depth = 0): Obj {
+  const own = Object.create(model) as Obj;
+  if (model.caller && typeof model.caller.maxRetries === "number")
+    own.caller = Object.create(model.caller, { maxRetries: { value: 0 } });
+  if (depth === 0)
+    for (const key of Object.keys(model)) {
+      const v = model[key];
+      if (
+        v !== null &&
+        typeof v === "object" &&
+        v !== model &&
+        v.caller &&
+        typeof v._generate === "function"
+      )
+        own[key] = withoutRetries(v, 1);
+    }
+  return own;
+}
+
+/**
+ * Routes a LangChain chat model (`ChatOpenAI`, `ChatAnthropic`, `ChatGoogleGenerativeAI`, any
+ * `BaseChatModel`) through one policy: its AsyncCaller retries are off (LangChain's default
+ * is 6), and `invoke`, `batch`, `stream`, `streamEvents` and tool calling (`bindTools`) run
+ * each provider call under the policy; a stream is retried until its first content chunk.
+ * Returns a new model that reads through to `model`, which is left as it was.
+ */
+export function withBreakwater<M extends BaseChatModel>(
+  model: M,
+  options: LangChainAdapterOptions = {},
+): M {
+  const m = model as unknown as Obj;
+  if (
+    m === null ||
+    typeof m !== "object" ||
+    typeof m._generate !== "function" ||
+    typeof m.invoke !== "function"
+  )
+    throw new ConfigError(
+      "langchain.withBreakwater",
+      "model",
+      model,
+      "a LangChain chat model (new ChatOpenAI(...), ...)",
+    );
+  const p = asPolicy(options.policy);
+  const wrapped = withoutRetries(m);
+  // What the wrapped methods run on: the originals, so a `_generate` that streams inside
+  // (ChatAnthropic with `streaming: true`) is one policy call, not two nested.
+  const inner = Object.create(wrapped) as Obj;
+  const run = (
+    method: Method,
+    messages: unknown,
+    opts: Obj,
+    runManager: unknown,
+    signal: AbortSignal,
+  ) => method.call(inner, messages, { ...opts, signal }, runManager);
+  const call = (opts: Obj) => ({
+    ...(opts.signal && { signal: opts.signal as AbortSignal }),
+    ...runFor(options),
+  });
+
+  const generate = m._generate as Method;
+  wrapped._generate = (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
+    p.execute((ctx) => run(generate, messages, opts, runManager, ctx.signal), {
+      ...call(opts),
+      usage: langchainUsage,
+    });
+  const streamed = (method: Method, isContent: (c: unknown) => boolean) => {
+    return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
+      p.stream((ctx) => run(method, messages, opts, runManager, ctx.signal), {
+        ...call(opts),
+        isContent,
+        usage: langchainUsage,
+      });
+  };
+  inner._streamResponseChunks = m._streamResponseChunks;
+  wrapped._streamResponseChunks = streamed(m._streamResponseChunks, isLangChainContent);
+  if (overrides(m, "_streamChatModelEvents")) {
+    inner._streamChatModelEvents = m._streamChatModelEvents;
+    wrapped._streamChatModelEvents = streamed(m._streamChatModelEvents, isEventContent);
+  }
+  // ChatOpenAI's withConfig (and so bindTools) builds a new model from its fields: wrap
+  // that one too, under the same policy.
+  const withConfig = m.withConfig as ((config: unknown) => unknown) | undefined;
+  if (typeof withConfig === "function")
+    wrapped.withConfig = (config: unknown) => {
+      const next = withConfig.call(inner, config) as Obj;
+      const isModel =
+        next !== null && typeof next === "object" && typeof next._generate === "function";
+      return isModel && next !== inner
+        ? withBreakwater(next as M, { ...options, policy: p })
+        : next;
+    };
+  return wrapped as M;
+}
+
+/** Whether the model's class defines `name` itself, rather than inheriting BaseChatModel's
+ * default (which only bridges to `_streamResponseChunks`, already wrapped). */
+function overrides(model: Obj, name: string): boolean {
+  let definer: object | null = null;
+  for (let p = Object.getPrototypeOf(model); p !== null; p = Object.getPrototypeOf(p))
+    if (Object.hasOwn(p, name)) definer = p;
+  return (
+    typeof model[name] === "function" && definer !== null && model[name] !== (definer as Obj)[name]
+  );
+}

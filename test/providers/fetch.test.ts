@@ -1,0 +1,161 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { connect, type Socket } from "node:net";
+import { GoogleGenAI } from "@google/genai";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { classify } from "../../src/core/classify.ts";
+import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
+import { ConfigError } from "../../src/core/validate.ts";
+import { guardedFetch } from "../../src/providers/fetch.ts";
+import { withBreakwater as google } from "../../src/providers/google.ts";
+import { withBreakwater as openai } from "../../src/providers/openai.ts";
+import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+const fs = useFaultServer();
+const messages = [{ role: "user" as const, content: "three little words" }];
+
+/** A fetch that records the headers of every request it sends. */
+function recording() {
+  const seen: Headers[] = [];
+  const fetch: typeof globalThis.fetch = (input, init) => {
+    seen.push(new Headers(init?.headers));
+    return globalThis.fetch(input, init);
+  };
+  return { fetch, seen };
+}
+
+describe("the attempt header: a server can tell retries apart", () => {
+  it("openai: the SDK's own x-stainless-retry-count carries the retries so far", async () => {
+    fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
+    const { fetch, seen } = recording();
+    const ai = openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test", fetch }), {
+      policy: testPolicy().p,
+    });
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    expect(seen.map((h) => h.get("x-stainless-retry-count"))).toEqual(["0", "1", "2"]);
+    expect(seen.every((h) => !h.has("x-retry-attempt"))).toBe(true);
+  });
+
+  it("google: x-retry-attempt carries the attempt number; renamed or switched off on request", async () => {
+    for (const [attemptHeader, name, want] of [
+      [undefined, "x-retry-attempt", ["1", "2"]],
+      ["x-attempt", "x-attempt", ["1", "2"]],
+      [false, "x-retry-attempt", [null, null]],
+    ] as const) {
+      fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+      fs.server.resetStats();
+      const { fetch, seen } = recording();
+      const ai = google(
+        new GoogleGenAI({ apiKey: "AIza-test", httpOptions: { baseUrl: fs.server.url, fetch } }),
+        { policy: testPolicy().p, attemptHeader },
+      );
+      expect((await ai.models.generateContent({ model: "gemini-test", contents: "hi" })).text).toBe(
+        TEXT,
+      );
+      expect(seen.map((h) => h.get(name))).toEqual(want);
+    }
+  });
+});
+
+describe("guardedFetch on its own", () => {
+  it("validates its options by name", () => {
+    expect(() => guardedFetch({ connectTimeoutMs: -1 })).toThrow(
+      /option "connectTimeoutMs" must be/,
+    );
+    expect(() => guardedFetch({ connectTimeoutMs: 1.5 })).toThrow(ConfigError);
+    expect(() => guardedFetch({ attemptHeader: "bad header" })).toThrow(
+      /option "attemptHeader" must be/,
+    );
+    expect(() => guardedFetch({ fetch: 42 as never })).toThrow(/option "fetch" must be/);
+  });
+
+  it("a body that cannot be sent twice goes once, untouched; so does a Request object", async () => {
+    fs.script({ rules: [{ status: 503 }] });
+    const f = guardedFetch({ policy: testPolicy().p });
+    const body = new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode("{}"));
+        c.close();
+      },
+    });
+    const url = `${fs.server.url}/v1/chat/completions`;
+    const res = await f(url, { method: "POST", body, duplex: "half" } as RequestInit);
+    expect(res.status).toBe(503);
+    expect(fs.requests()).toBe(1);
+    expect((await f(new Request(url, { method: "POST", body: "{}" }))).status).toBe(503);
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("hands back the answer it gave up on, with the outcome on its headers", async () => {
+    fs.script({ rules: [{ status: 429, retryAfterMs: 60_000 }] });
+    const f = guardedFetch({ policy: testPolicy().p });
+    const res = await f(`${fs.server.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+    expect(res.status).toBe(429);
+    expect(reasonOf({ headers: res.headers })).toBe("retry-after-too-long");
+    expect(fs.requests()).toBe(1);
+  });
+});
+
+/** A TCP listener that never accepts: its backlog is full, so a connect hangs in SYN_SENT.
+ * A child process that blocks its event loop right after listening. */
+const BLACKHOLE = `
+import net from "node:net";
+const s = net.createServer();
+s.listen({ port: 0, host: "127.0.0.1", backlog: 1 }, () => {
+  process.stdout.write(s.address().port + "\\n");
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+});`;
+
+describe("connectTimeoutMs: a connection that is never accepted", () => {
+  let child: ChildProcess;
+  let port = 0;
+  const fill: Socket[] = [];
+  beforeAll(async () => {
+    child = spawn(process.execPath, ["--input-type=module", "-e", BLACKHOLE], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const [line] = (await once(child.stdout!, "data")) as [Buffer];
+    port = Number(line.toString().trim());
+    // Fill the accept queue: from here on the kernel drops new SYNs.
+    for (let i = 0; i < 4; i++) fill.push(connect(port, "127.0.0.1").on("error", () => {}));
+    await new Promise((r) => setTimeout(r, 100));
+  });
+  afterAll(() => {
+    for (const s of fill) s.destroy();
+    child.kill("SIGKILL");
+  });
+
+  it("each attempt gives up at the connect timeout; the failure is a retried timeout", async () => {
+    const f = guardedFetch({ connectTimeoutMs: 200, policy: testPolicy({ maxAttempts: 2 }).p });
+    const started = performance.now();
+    const error = await f(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: "POST",
+      body: "{}",
+    }).catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
+    expect(classify(error)).toMatchObject({ kind: "timeout", code: "UND_ERR_CONNECT_TIMEOUT" });
+    expect(ledgerOf(error)?.attempts).toHaveLength(2);
+    expect(elapsed).toBeGreaterThanOrEqual(390); // two attempts of 200 ms
+    expect(elapsed).toBeLessThan(3_000); // not undici's 10 s default, nor the OS's minutes
+  });
+
+  it("through the openai adapter: the SDK's timeout error; breakwater's word in onGiveUp", async () => {
+    const t = testPolicy({ maxAttempts: 2 });
+    const ai = openai(new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-test" }), {
+      policy: t.p,
+      connectTimeoutMs: 200,
+    });
+    const started = performance.now();
+    const error = await ai.chat.completions
+      .create({ model: "gpt-test", messages })
+      .catch((e: unknown) => e);
+    // openai-node turns any failure whose text says "timed out" into APIConnectionTimeoutError
+    // and drops its cause, so the outcome cannot ride on the error; the hooks have it.
+    expect(error).toBeInstanceOf(OpenAI.APIConnectionTimeoutError);
+    expect(t.gaveUp.map((e) => [e.reason, e.ledger.attempts.map((a) => a.failure?.kind)])).toEqual([
+      ["attempts-exhausted", ["timeout", "timeout"]],
+    ]);
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+});
