@@ -1,3 +1,4 @@
+import { benchAdapter } from "./adapter.bench.ts";
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
 import { benchSoak } from "./soak.bench.ts";
@@ -9,6 +10,7 @@ const benches: Record<string, () => Promise<void>> = {
   execute: benchExecute,
   stream: benchStream,
   deadline: benchDeadline,
+  adapter: benchAdapter,
   storm: benchStorm,
   soak: benchSoak,
 };

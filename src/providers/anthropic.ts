@@ -31,6 +31,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * batches. */
 export const anthropicDialect: Dialect = {
   usage: anthropicUsage,
+  marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
   isContent: (json) => isAnthropicContent(json),
   inBand: (json, event) =>
     event.event === "error" || (isObject(json) && json.type === "error")

@@ -22,8 +22,12 @@ export interface Dialect {
   isContent(json: unknown, event: SseEvent): boolean;
   /** The provider's error inside a 200 stream, as an error to classify. */
   inBand?(json: unknown, event: SseEvent): unknown;
-  /** Changes a JSON request body before it is sent (the usage chunk of an OpenAI stream). */
+  /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
+   * stream). */
   prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
+  /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
+   * an error (most chunks are neither). Default: every event. */
+  marks?: { usage?: RegExp; error?: RegExp };
 }
 
 export interface GuardedFetchOptions extends AdapterOptions {
@@ -157,11 +161,8 @@ function outgoing(
   const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   let body = init.body;
   let stream = /[?&]alt=sse(?:&|$)/.test(url);
-  if (
-    typeof body === "string" &&
-    body.startsWith("{") &&
-    (STREAM_FLAG.test(body) || dialect?.prepare)
-  ) {
+  // Only a body that says `"stream": true` is parsed (and prepared): the rest go as sent.
+  if (typeof body === "string" && body.startsWith("{") && STREAM_FLAG.test(body)) {
     try {
       const json = JSON.parse(body) as Record<string, unknown>;
       stream ||= json.stream === true;
@@ -281,15 +282,9 @@ async function unary(
         )
           return { res, usage: undefined };
         const text = await res.text(); // read inside the attempt: a body cut short is retried
-        const usage = text.length <= MAX_USAGE_BODY ? dialect.usage(safeJson(text)) : undefined;
-        return {
-          res: new Response(text, {
-            status: res.status,
-            statusText: res.statusText,
-            headers: res.headers,
-          }),
-          usage,
-        };
+        const json = text.length <= MAX_USAGE_BODY ? safeJson(text) : undefined;
+        const init = { status: res.status, statusText: res.statusText, headers: res.headers };
+        return { res: new ReadResponse(text, init, json), usage: dialect.usage(json) };
       },
       { ...call, usage: (r) => (r as { usage?: Partial<Usage> }).usage },
     );
@@ -298,6 +293,19 @@ async function unary(
     const answer = answerOf(error, undefined);
     if (answer !== undefined) return answer;
     throw error;
+  }
+}
+
+/** A JSON answer already read and parsed for its usage: the SDK's `json()` gets the parsed
+ * value instead of parsing the same text again. */
+class ReadResponse extends Response {
+  readonly #json: unknown;
+  constructor(text: string, init: ResponseInit, json: unknown) {
+    super(text, init);
+    this.#json = json;
+  }
+  override json(): Promise<any> {
+    return this.#json === undefined || this.bodyUsed ? super.json() : Promise.resolve(this.#json);
   }
 }
 
@@ -317,6 +325,8 @@ async function streamed(
   dialect?: Dialect,
 ): Promise<Response> {
   let current: Response | undefined;
+  const usageMark = dialect?.marks?.usage;
+  const errorMark = dialect?.marks?.error;
   const events = p.stream<SseEvent>(
     async (ctx) => {
       const res = await send(req, ctx.attempt, ctx.signal);
@@ -327,8 +337,12 @@ async function streamed(
     {
       ...call,
       isContent: (e) => dialect?.isContent(e.json, e) ?? true,
-      ...(dialect?.usage && { usage: (e: SseEvent) => dialect.usage!(e.json) }),
+      ...(dialect?.usage && {
+        usage: (e: SseEvent) =>
+          usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
+      }),
       inspect: (e) => {
+        if (errorMark?.test(e.raw) === false) return undefined;
         const error = dialect?.inBand?.(e.json, e);
         return error === undefined ? undefined : new InBandEvent(e.raw, error);
       },

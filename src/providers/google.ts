@@ -30,6 +30,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * an `{ error }` chunk inside a 200 stream. */
 export const googleDialect: Dialect = {
   usage: googleUsage,
+  marks: { usage: /usageMetadata/, error: /"error"/ },
   isContent: (json) => isGoogleContent(json),
   inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),
 };

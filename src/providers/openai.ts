@@ -78,6 +78,7 @@ export function openaiDialect(includeUsage = true): Dialect {
       if (typeof json.type === "string") return responsesInBand(json);
       return isObject(json.error) ? { error: json.error } : undefined;
     },
+    marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     prepare: (url, body) =>
       includeUsage &&
       body.stream === true &&

@@ -116,4 +116,41 @@ describe("breakwater/google against the fault server", () => {
     expect(ledgers[1]!.billed).toEqual({ inputTokens: 3, outputTokens: 10 });
     expect(fs.server.stats().billed).toEqual({ inputTokens: 6, outputTokens: 20 });
   });
+
+  it("a resumable stream cut after content: the SDK resumes from its checkpoint, each hop a request counted on the run", async () => {
+    const { Run } = await import("../../src/run/run.ts");
+    fs.script({
+      checkpoints: true,
+      rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }],
+    });
+    const run = new Run();
+    const ai = withBreakwater(
+      new GoogleGenAI({
+        apiKey: "AIza-test-00000000000000000000",
+        httpOptions: { baseUrl: fs.server.url },
+      }),
+      { policy: testPolicy().p, run },
+    );
+    const resumed = await drain(
+      (await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>,
+    );
+    expect(resumed.error).toBeUndefined();
+    expect(text(resumed.chunks)).toBe(TEXT); // three words, then the rest after the checkpoint
+    expect(fs.requests()).toBe(2);
+    expect(run.stats).toMatchObject({ calls: 2, attempts: 2 });
+    // Turned off, the cut ends the stream (breakwater does not replay what was shown).
+    fs.script({
+      checkpoints: true,
+      rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }],
+    });
+    const off = await drain(
+      (await ai.models.generateContentStream({
+        ...params,
+        config: { automaticContinuation: false },
+      })) as AsyncIterable<Chunk>,
+    );
+    expect(text(off.chunks)).toBe("The fault server ");
+    expect(reasonOf(off.error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(3);
+  });
 });

@@ -7,7 +7,13 @@ export interface Dialect {
   json(model: string, text: string, input: number, output: number): unknown;
   /** Frames before the first content delta. */
   start(model: string, input: number): string[];
-  delta(model: string, text: string, outputSoFar: number, input: number): string;
+  delta(
+    model: string,
+    text: string,
+    outputSoFar: number,
+    input: number,
+    checkpoint?: string,
+  ): string;
   /** Frames after the last delta. */
   end(model: string, input: number, output: number, includeUsage: boolean): string[];
   /** An in-band error event inside a 200 stream. */
@@ -381,9 +387,15 @@ export const gemini: Dialect = {
   start() {
     return [];
   },
-  delta(model, text, outputSoFar, input) {
+  delta(model, text, outputSoFar, input, checkpoint) {
     return sse({
-      candidates: [{ content: { parts: [{ text }], role: "model" }, index: 0 }],
+      candidates: [
+        {
+          content: { parts: [{ text }], role: "model" },
+          index: 0,
+          ...(checkpoint !== undefined && { continuationToken: checkpoint }),
+        },
+      ],
       usageMetadata: {
         promptTokenCount: input,
         candidatesTokenCount: outputSoFar,

@@ -95,6 +95,9 @@ export interface FaultScript {
   text?: string;
   rules?: FaultRule[];
   capacity?: Capacity;
+  /** Gemini streams carry a `continuationToken` after every delta, and a request that
+   * sends one back resumes after it (Gemini's resumable streams). */
+  checkpoints?: boolean;
 }
 
 const status = int(100, 599, "an HTTP status from 100 to 599");
@@ -153,6 +156,7 @@ const SCRIPT = record<FaultScript>({
     status,
     retryAfter: num(0, 86_400),
   }),
+  checkpoints: flag,
 });
 
 /** Validates a script (from JSON or code) with errors that name the bad field. */

@@ -509,13 +509,21 @@ class FaultServerImpl {
     this.#bill(input, 0);
     for (const f of dialect.start(model, input)) res.write(f);
     const fault = rule.stream;
+    // Gemini's resumable streams: a checkpoint after each word, a resume skips what it saw.
+    const checkpoints = this.#script.checkpoints === true && r.route === "gemini";
+    const resumed = /^ct-(\d+)$/.exec(
+      String((r.body as { continuationToken?: unknown })?.continuationToken),
+    );
+    const skip = checkpoints && resumed ? Math.min(Number(resumed[1]), words.length) : 0;
     let sent = 0;
-    for (const word of words) {
+    for (const word of words.slice(skip)) {
       if (fault && sent === fault.after) break;
       await sleep(rule.tokenLatencyMs ?? 0, signal);
       sent++;
       this.#bill(0, 1);
-      res.write(dialect.delta(model, sent === 1 ? word : word, sent, input));
+      res.write(
+        dialect.delta(model, word, sent, input, checkpoints ? `ct-${skip + sent}` : undefined),
+      );
     }
     if (fault) {
       if (fault.action === "cut") {

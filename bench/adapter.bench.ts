@@ -1,0 +1,112 @@
+import OpenAI from "openai";
+import { policy } from "../src/policy/policy.ts";
+import { withBreakwater } from "../src/providers/openai.ts";
+import { type Case, measure, report } from "./harness.ts";
+
+const CHUNKS = 2_000;
+
+/** One chat stream of CHUNKS deltas and a usage chunk, as OpenAI sends it. */
+function sse(): string {
+  const chunk = (delta: object, usage: object | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: null }], usage })}\n\n`;
+  let body = chunk({ role: "assistant", content: "" });
+  for (let i = 0; i < CHUNKS; i++) body += chunk({ content: "word " });
+  body += chunk({}, { prompt_tokens: 3, completion_tokens: CHUNKS, total_tokens: CHUNKS + 3 });
+  return `${body}data: [DONE]\n\n`;
+}
+
+/**
+ * What the fetch layer costs the openai SDK per streamed chunk and per JSON call, with no
+ * network: an in-memory fetch answers, so the ratio is breakwater's work (reading events
+ * for content, usage and in-band errors; copying the bytes on) against the SDK's own.
+ */
+export async function benchAdapter(): Promise<void> {
+  const encoder = new TextEncoder();
+  const events = sse()
+    .split(/(?<=\n\n)/)
+    .map((e) => encoder.encode(e));
+  // One event per network read, as a server sends them.
+  const body = () =>
+    new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const e of events) c.enqueue(e);
+        c.close();
+      },
+    });
+  const json = JSON.stringify({
+    id: "c",
+    object: "chat.completion",
+    created: 1,
+    model: "m",
+    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+  });
+  const fetch: typeof globalThis.fetch = async (_url, init) => {
+    const stream = typeof init?.body === "string" && init.body.includes('"stream":true');
+    return stream
+      ? new Response(body(), { headers: { "content-type": "text/event-stream" } })
+      : new Response(json, { headers: { "content-type": "application/json" } });
+  };
+  const raw = new OpenAI({
+    apiKey: "sk-bench",
+    baseURL: "http://bench.local/v1",
+    maxRetries: 0,
+    fetch,
+  });
+  const wrapped = withBreakwater(
+    new OpenAI({ apiKey: "sk-bench", baseURL: "http://bench.local/v1", fetch }),
+    { policy: policy() },
+  );
+  const messages = [{ role: "user" as const, content: "hi" }];
+  const streamOnce = async (c: OpenAI) => {
+    const s = await c.chat.completions.create({
+      model: "m",
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const _ of s);
+  };
+  const streams: Case[] = [
+    {
+      name: "openai stream, SDK alone",
+      run: async (n) => {
+        for (let k = 0; k < n; k++) await streamOnce(raw);
+      },
+    },
+    {
+      name: "openai stream, withBreakwater",
+      run: async (n) => {
+        for (let k = 0; k < n; k++) await streamOnce(wrapped);
+      },
+    },
+  ];
+  const perChunk = (await measure(streams, 4, 9)).map((r) => ({
+    name: r.name,
+    nsPerOp: r.nsPerOp / CHUNKS,
+  }));
+  report(
+    `openai chat stream through the fetch layer, per chunk (${CHUNKS} chunks, no network)`,
+    perChunk,
+    "openai stream, SDK alone",
+  );
+  const calls: Case[] = [
+    {
+      name: "openai create, SDK alone",
+      run: async (n) => {
+        for (let k = 0; k < n; k++) await raw.chat.completions.create({ model: "m", messages });
+      },
+    },
+    {
+      name: "openai create, withBreakwater",
+      run: async (n) => {
+        for (let k = 0; k < n; k++) await wrapped.chat.completions.create({ model: "m", messages });
+      },
+    },
+  ];
+  report(
+    "openai chat create through the fetch layer, per call (no network)",
+    await measure(calls, 2_000, 9),
+    "openai create, SDK alone",
+  );
+}
