@@ -37,7 +37,10 @@ export {
   type GiveUpReason,
   isBreakwaterError,
   ledgerOf,
+  type PartialAnswer,
   type PartialResult,
+  type PartialToolCall,
+  partialOf,
   reasonOf,
   tagError,
 } from "./core/errors.ts";

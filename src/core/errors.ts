@@ -64,10 +64,29 @@ export class AttemptTimeoutError extends Error {
   }
 }
 
+/** A tool call as far as a broken stream got: `complete` when the stream moved past it. */
+export interface PartialToolCall {
+  readonly id?: string;
+  readonly name?: string;
+  /** The arguments as streamed (JSON text; cut mid-way when not complete). */
+  readonly arguments: string;
+  readonly complete: boolean;
+}
+
+/** What a stream had produced when it broke, in one shape for every provider. */
+export interface PartialAnswer {
+  readonly text: string;
+  readonly toolCalls: readonly PartialToolCall[];
+  /** The provider's finish reason, when the stream got that far. */
+  readonly finish: string | undefined;
+}
+
 export interface PartialResult<T = unknown> {
   /** Chunks the consumer already received. */
   readonly chunks: readonly T[];
   readonly usage: Usage | undefined;
+  /** The answer so far, read from the chunks by the adapter (`answer` option). */
+  readonly answer?: PartialAnswer | undefined;
 }
 
 export interface BreakwaterErrorInit {
@@ -109,6 +128,7 @@ interface Outcome {
   reason: GiveUpReason;
   ledger: Ledger;
   failure: Failure | undefined;
+  partial?: PartialResult | undefined;
 }
 const outcomes = new WeakMap<object, Outcome>();
 
@@ -118,9 +138,10 @@ export function tagError(
   reason: GiveUpReason,
   ledger: Ledger,
   failure?: Failure,
+  partial?: PartialResult,
 ): void {
   if (error !== null && (typeof error === "object" || typeof error === "function")) {
-    outcomes.set(error, { reason, ledger, failure });
+    outcomes.set(error, { reason, ledger, failure, partial });
   }
 }
 
@@ -156,4 +177,10 @@ export function reasonOf(error: unknown): GiveUpReason | undefined {
 /** The failure classification of the last attempt of the call that threw `error`. */
 export function failureOf(error: unknown): Failure | undefined {
   return outcomeOf(error)?.failure;
+}
+
+/** What a stream had delivered when it broke (chunks, usage, and the answer so far when the
+ * adapter reads one), for the error it ended with: breakwater's or the SDK's own. */
+export function partialOf(error: unknown): PartialResult | undefined {
+  return outcomeOf(error)?.partial;
 }

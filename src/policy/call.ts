@@ -398,7 +398,7 @@ export class Call {
       const init = { cause: error, ledger, failure: f, retryAfterMs, partial };
       thrown = new BreakwaterError(reason, init);
     } else {
-      tagError(error, reason, ledger, f);
+      tagError(error, reason, ledger, f, partial);
     }
     scrubError(thrown); // the one place errors leave a policy (rule 10)
     const onGiveUp = this.#o.onGiveUp;

@@ -1,3 +1,4 @@
+import type { PartialAnswer } from "../core/errors.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import { type AttemptContext, CALL_SPEC, type CallOptions } from "./call.ts";
@@ -30,10 +31,14 @@ export interface StreamOptions<C> extends CallOptions {
   onDiscard?: (info: DiscardInfo<C>) => unknown;
   /** Time from the attempt's start to the first content chunk. @default the policy's */
   firstTokenTimeoutMs?: number;
-  /** The longest gap between chunks once content flows. @default the policy's */
+  /** The longest gap between content chunks once content flows (pings, comments and
+   * usage-only chunks do not reset it). @default the policy's */
   idleTimeoutMs?: number;
   /** A cap on one attempt's whole duration. @default the policy's */
   totalTimeoutMs?: number;
+  /** Reads the answer so far from the chunks delivered, for a stream that breaks
+   * (`partialOf(error).answer`); read only when asked for. */
+  answer?: (chunks: readonly C[]) => PartialAnswer;
 }
 
 export type OpenStream<C> = (
@@ -50,6 +55,7 @@ export interface ResolvedStream<C> {
   readonly firstTokenMs: number;
   readonly idleMs: number;
   readonly totalMs: number;
+  readonly answer: ((chunks: readonly C[]) => PartialAnswer) | undefined;
 }
 
 const MODES = ["no-replay", "buffer", "restart"] as const;
@@ -65,6 +71,7 @@ const SPEC = {
   firstTokenTimeoutMs: own,
   idleTimeoutMs: own,
   totalTimeoutMs: own,
+  answer: opt.fn<(chunks: readonly unknown[]) => PartialAnswer>(),
 } satisfies Record<keyof StreamOptions<unknown>, Rule<unknown>>;
 
 const or = (mine: number, policy: number) => (Number.isNaN(mine) ? policy : mine);
@@ -90,6 +97,7 @@ export function resolveStream<C>(
     isContent: s.isContent,
     mode: s.mode,
     onDiscard: s.onDiscard,
+    answer: s.answer as ((chunks: readonly C[]) => PartialAnswer) | undefined,
     firstTokenMs: or(s.firstTokenTimeoutMs, o.firstTokenTimeoutMs),
     idleMs: or(s.idleTimeoutMs, o.idleTimeoutMs),
     totalMs: or(s.totalTimeoutMs, o.totalTimeoutMs),

@@ -1,11 +1,12 @@
 import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
+import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
 import { Call, type FailOptions } from "./call.ts";
-import { reportHookError } from "./hooks.ts";
+import { reportHookError, runHook } from "./hooks.ts";
 import type { BreakerLease } from "./lease.ts";
 import type { ResolvedOptions } from "./options.ts";
 import {
@@ -227,7 +228,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#contentSeen = true;
       if (this.#s.idleMs !== Number.POSITIVE_INFINITY) this.#lastChunkAt = this.#o.clock.now();
       this.#armWatchdog();
-    } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY) {
+    } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY && this.#isContentOnce(chunk)) {
+      // Only content resets the idle timer: a stalled answer behind pings, SSE comments or
+      // usage-only chunks still times out (docs/architecture.md, rule 4).
       this.#lastChunkAt = this.#o.clock.now();
     }
     if (this.#s.mode === "buffer" || this.#held.length > 0) {
@@ -247,6 +250,11 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       reportHookError(this.#call, "inspect", error);
       return undefined;
     }
+  }
+
+  /** Whether a chunk after the first content is content too: with no `isContent`, all are. */
+  #isContentOnce(chunk: C): boolean {
+    return this.#s.isContent === undefined || this.#isContent(chunk);
   }
 
   /** The caller's `isContent`: one that throws reads as content, reported. */
@@ -415,7 +423,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const usage = this.#attemptUsage();
     const delivered = this.#delivered;
     const emitted = delivered.length > 0;
-    const partial = emitted ? { chunks: delivered, usage } : undefined;
+    const partial = emitted
+      ? partialResult(delivered, usage, this.#s.answer, this.#call)
+      : undefined;
     this.#resetAttempt();
     let more: FailOptions = { usage };
     if (emitted && this.#s.mode === "restart") {
@@ -470,4 +480,24 @@ export function guardedStream<C = unknown>(stream: unknown): GuardedStream<C> {
   throw new TypeError(
     "guardedStream: not a stream returned by breakwater (policy.stream or an adapter)",
   );
+}
+
+/** The partial result of a broken stream; its `answer` is read from the chunks when first
+ * asked for (an adapter's reader that throws gives none, reported). */
+function partialResult<C>(
+  chunks: readonly C[],
+  usage: Usage | undefined,
+  answer: ((chunks: readonly C[]) => PartialAnswer) | undefined,
+  call: Call,
+): PartialResult<C> {
+  if (answer === undefined) return { chunks, usage };
+  let read: { value: PartialAnswer | undefined } | undefined;
+  return {
+    chunks,
+    usage,
+    get answer() {
+      read ??= { value: runHook(call, "answer", () => answer(chunks), undefined) };
+      return read.value;
+    },
+  };
 }

@@ -1,5 +1,6 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import type { Usage } from "../index.ts";
+import { aiSdkAnswer } from "./answers.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 export type AiSdkMiddlewareOptions = AdapterOptions;
@@ -117,6 +118,7 @@ export function breakwaterMiddleware(
           ...runFor(options),
           inspect: aiSdkInBand,
           isContent: isAiSdkContent,
+          answer: aiSdkAnswer,
           usage: aiSdkUsage,
         },
       );

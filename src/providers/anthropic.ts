@@ -1,5 +1,6 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
+import { anthropicAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 
@@ -31,6 +32,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * batches. */
 export const anthropicDialect: Dialect = {
   usage: anthropicUsage,
+  answer: anthropicAnswer,
   marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
   isContent: (json) => isAnthropicContent(json),
   inBand: (json, event) =>

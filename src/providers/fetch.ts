@@ -3,7 +3,9 @@ import {
   failureOf,
   HttpError,
   ledgerOf,
+  type PartialAnswer,
   type Policy,
+  partialOf,
   type Run,
   reasonOf,
   tagError,
@@ -25,6 +27,8 @@ export interface Dialect {
   /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
    * stream). */
   prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
+  /** The answer so far, from the parsed events a broken stream delivered. */
+  answer?(events: readonly unknown[]): PartialAnswer;
   /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
    * an error (most chunks are neither). Default: every event. */
   marks?: { usage?: RegExp; error?: RegExp };
@@ -66,6 +70,13 @@ function check(o: GuardedFetchOptions): void {
   const ms = o.connectTimeoutMs;
   if (ms !== undefined && !(Number.isInteger(ms) && ms > 0 && ms <= 2_147_483_647))
     throw new ConfigError(OWNER, "connectTimeoutMs", ms, "a whole number of milliseconds > 0");
+  if (ms !== undefined && !hasUndici())
+    throw new ConfigError(
+      OWNER,
+      "connectTimeoutMs",
+      ms,
+      "used with the undici package installed (npm install undici)",
+    );
   const h = o.attemptHeader;
   if (h !== undefined && h !== false && !(typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)))
     throw new ConfigError(OWNER, "attemptHeader", h, "a header name or false");
@@ -106,7 +117,7 @@ class InBandEvent extends Error {
 function tagged(res: Response, from: unknown): Response {
   const ledger = ledgerOf(from);
   const reason = reasonOf(from);
-  if (ledger && reason) tagError(res.headers, reason, ledger, failureOf(from));
+  if (ledger && reason) tagError(res.headers, reason, ledger, failureOf(from), partialOf(from));
   return res;
 }
 
@@ -173,45 +184,57 @@ function outgoing(
   return { url, init: { ...init, body }, stream };
 }
 
-/**
- * undici's fetch with a connect timeout of `ms`, kept by our own timer: undici's own checks
- * connect timeouts on a one-second tick, so a 200 ms timeout would fire after a second.
- */
-async function undiciDispatch(
-  ms: number,
-): Promise<{ fetch: typeof globalThis.fetch; dispatcher: unknown }> {
-  let undici: typeof import("undici");
+/** Whether the undici package can be loaded (checked without loading it). */
+function hasUndici(): boolean {
   try {
-    undici = await import("undici");
+    import.meta.resolve("undici");
+    return true;
   } catch {
-    throw new ConfigError(
-      OWNER,
-      "connectTimeoutMs",
-      ms,
-      "used with the undici package installed (npm install undici)",
-    );
+    return false;
   }
-  const base = undici.buildConnector({ timeout: 0 });
-  const connect: import("undici").buildConnector.connector = (opts, callback) => {
-    let settled = false;
-    const timer = setTimeout(() => {
-      if (settled) return;
-      settled = true;
-      socket?.destroy();
-      callback(new undici.errors.ConnectTimeoutError(`connect timed out after ${ms} ms`), null);
-    }, ms);
-    // undici's connector returns the socket it opens, though its type says void.
-    const socket = base(opts, (error, connected) => {
-      clearTimeout(timer);
-      if (settled) return void connected?.destroy();
-      settled = true;
-      if (error) callback(error, null);
-      else callback(null, connected!);
-    }) as unknown as { destroy(): void } | undefined;
-  };
+}
+
+/**
+ * The transport under the default fetch: undici's fetch on an Agent whose header and body
+ * timeouts are off, so the policy's deadline and attempt timeouts govern a slow answer
+ * (Node's own fetch ends any call at 300 s), and, given `connectMs`, a connect timeout kept
+ * by our own timer (undici's checks on a one-second tick: 200 ms would fire after a second).
+ */
+async function undiciTransport(
+  connectMs: number | undefined,
+): Promise<{ fetch: typeof globalThis.fetch; dispatcher: unknown }> {
+  const undici = await import("undici");
+  let connect: import("undici").buildConnector.connector | undefined;
+  if (connectMs !== undefined) {
+    const base = undici.buildConnector({ timeout: 0 });
+    connect = (opts, callback) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        socket?.destroy();
+        callback(
+          new undici.errors.ConnectTimeoutError(`connect timed out after ${connectMs} ms`),
+          null,
+        );
+      }, connectMs);
+      // undici's connector returns the socket it opens, though its type says void.
+      const socket = base(opts, (error, connected) => {
+        clearTimeout(timer);
+        if (settled) return void connected?.destroy();
+        settled = true;
+        if (error) callback(error, null);
+        else callback(null, connected!);
+      }) as unknown as { destroy(): void } | undefined;
+    };
+  }
   return {
     fetch: undici.fetch as unknown as typeof globalThis.fetch,
-    dispatcher: new undici.Agent({ connect }),
+    dispatcher: new undici.Agent({
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      ...(connect && { connect }),
+    }),
   };
 }
 
@@ -226,11 +249,14 @@ async function undiciDispatch(
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
   check(options);
   const p = asPolicy(options.policy);
+  const own = options.fetch !== undefined && options.fetch !== globalThis.fetch; // yours, as it is
   const base = options.fetch ?? globalThis.fetch;
   const dialect = options.dialect;
   const header = options.attemptHeader ?? "x-retry-attempt";
+  const connectMs = options.connectTimeoutMs;
+  // undici is an optional peer: with it, the default transport has no 300 s limit.
   const transport =
-    options.connectTimeoutMs === undefined ? undefined : undiciDispatch(options.connectTimeoutMs);
+    (!own || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
 
   const send = async (req: Outgoing, attempt: number, signal: AbortSignal): Promise<Response> => {
     const headers = new Headers(req.init.headers);
@@ -240,7 +266,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     const init = { ...req.init, headers, signal };
     if (transport === undefined) return base(req.url, init);
     const t = await transport;
-    return (options.fetch ?? t.fetch)(req.url, {
+    return (own ? base : t.fetch)(req.url, {
       ...init,
       dispatcher: t.dispatcher,
     } as RequestInit);
@@ -340,6 +366,9 @@ async function streamed(
       ...(dialect?.usage && {
         usage: (e: SseEvent) =>
           usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
+      }),
+      ...(dialect?.answer && {
+        answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
       }),
       inspect: (e) => {
         if (errorMark?.test(e.raw) === false) return undefined;

@@ -1,5 +1,6 @@
 import type { GoogleGenAI } from "@google/genai";
 import { ConfigError, type Usage } from "../index.ts";
+import { googleAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { overlay } from "./shared.ts";
 
@@ -30,6 +31,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * an `{ error }` chunk inside a 200 stream. */
 export const googleDialect: Dialect = {
   usage: googleUsage,
+  answer: googleAnswer,
   marks: { usage: /usageMetadata/, error: /"error"/ },
   isContent: (json) => isGoogleContent(json),
   inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),

@@ -1,5 +1,6 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { ConfigError, type Usage } from "../index.ts";
+import { ConfigError, type PartialAnswer, type Usage } from "../index.ts";
+import { langchainAnswer } from "./answers.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 export type LangChainAdapterOptions = AdapterOptions;
@@ -101,16 +102,25 @@ export function withBreakwater<M extends BaseChatModel>(
       ...call(opts),
       usage: langchainUsage,
     });
-  const streamed = (method: Method, isContent: (c: unknown) => boolean) => {
-    return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
+  const streamed =
+    (
+      method: Method,
+      isContent: (c: unknown) => boolean,
+      answer?: (chunks: readonly unknown[]) => PartialAnswer,
+    ) =>
+    (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
       p.stream((ctx) => run(method, messages, opts, runManager, ctx.signal), {
         ...call(opts),
         isContent,
         usage: langchainUsage,
+        ...(answer && { answer }),
       });
-  };
   inner._streamResponseChunks = m._streamResponseChunks;
-  wrapped._streamResponseChunks = streamed(m._streamResponseChunks, isLangChainContent);
+  wrapped._streamResponseChunks = streamed(
+    m._streamResponseChunks,
+    isLangChainContent,
+    langchainAnswer,
+  );
   if (overrides(m, "_streamChatModelEvents")) {
     inner._streamChatModelEvents = m._streamChatModelEvents;
     wrapped._streamChatModelEvents = streamed(m._streamChatModelEvents, isEventContent);

@@ -1,5 +1,6 @@
 import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
+import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 
@@ -25,10 +26,13 @@ export function openaiUsage(x: unknown): Partial<Usage> | undefined {
   };
 }
 
-/** A chat chunk is content when it carries text, a refusal or a tool call (not just a role). */
+/** A chat chunk is content when it carries text, a refusal, a tool call or reasoning
+ * (`reasoning_content`: DeepSeek, vLLM; `reasoning`: OpenRouter), not just a role or usage. */
 export function isChatContent(chunk: unknown): boolean {
   const d = (chunk as Obj | null)?.choices?.[0]?.delta as Obj | undefined;
-  return Boolean(d && (d.content || d.refusal || d.tool_calls?.length));
+  return Boolean(
+    d && (d.content || d.refusal || d.tool_calls?.length || d.reasoning_content || d.reasoning),
+  );
 }
 
 /** Responses API stream events. */
@@ -78,6 +82,10 @@ export function openaiDialect(includeUsage = true): Dialect {
       if (typeof json.type === "string") return responsesInBand(json);
       return isObject(json.error) ? { error: json.error } : undefined;
     },
+    answer: (events) =>
+      events.some((e) => isObject(e) && typeof e.type === "string")
+        ? responsesAnswer(events)
+        : chatAnswer(events),
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     prepare: (url, body) =>
       includeUsage &&

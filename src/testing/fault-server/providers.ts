@@ -14,10 +14,27 @@ export interface Dialect {
     input: number,
     checkpoint?: string,
   ): string;
-  /** Frames after the last delta. */
-  end(model: string, input: number, output: number, includeUsage: boolean): string[];
+  /** Frames after the last delta; `tools`: the answer ended with tool calls. */
+  end(
+    model: string,
+    input: number,
+    output: number,
+    includeUsage: boolean,
+    tools?: boolean,
+  ): string[];
+  /** A tool call streamed after the text: its opening frames, one piece of its arguments,
+   * its closing frames. Dialects without it stream text only. */
+  tool?: ToolFrames;
   /** An in-band error event inside a 200 stream. */
   inBand(name: ErrorName, message: string): string;
+  /** What the provider sends to keep a quiet stream open. */
+  keepalive?(): string;
+}
+
+export interface ToolFrames {
+  open(model: string, index: number, name: string): string[];
+  args(model: string, index: number, piece: string): string;
+  close(model: string, index: number): string[];
 }
 
 /** The error a status means when the rule names none. */
@@ -99,8 +116,31 @@ export const openai: Dialect = {
   delta(model, text) {
     return sse(chunk(model, { content: text }, null));
   },
-  end(model, input, output, includeUsage) {
-    const frames = [sse(chunk(model, {}, "stop"))];
+  tool: {
+    open: (model, index, name) => [
+      sse(
+        chunk(
+          model,
+          {
+            tool_calls: [
+              {
+                index,
+                id: `call_fault${index}`,
+                type: "function",
+                function: { name, arguments: "" },
+              },
+            ],
+          },
+          null,
+        ),
+      ),
+    ],
+    args: (model, index, piece) =>
+      sse(chunk(model, { tool_calls: [{ index, function: { arguments: piece } }] }, null)),
+    close: () => [],
+  },
+  end(model, input, output, includeUsage, tools) {
+    const frames = [sse(chunk(model, {}, tools ? "tool_calls" : "stop"))];
     if (includeUsage) {
       frames.push(
         sse({
@@ -303,19 +343,48 @@ export const anthropic: Dialect = {
       "content_block_delta",
     );
   },
-  end(_model, _input, output) {
+  // Block 0 is the text; tool call n is block n + 1, opened once the text block closed.
+  tool: {
+    open: (_model, index, name) => [
+      ...(index === 0 ? [sse({ type: "content_block_stop", index: 0 }, "content_block_stop")] : []),
+      sse(
+        {
+          type: "content_block_start",
+          index: index + 1,
+          content_block: { type: "tool_use", id: `toolu_fault${index}`, name, input: {} },
+        },
+        "content_block_start",
+      ),
+    ],
+    args: (_model, index, piece) =>
+      sse(
+        {
+          type: "content_block_delta",
+          index: index + 1,
+          delta: { type: "input_json_delta", partial_json: piece },
+        },
+        "content_block_delta",
+      ),
+    close: (_model, index) => [
+      sse({ type: "content_block_stop", index: index + 1 }, "content_block_stop"),
+    ],
+  },
+  end(_model, _input, output, _usage, tools) {
     return [
-      sse({ type: "content_block_stop", index: 0 }, "content_block_stop"),
+      ...(tools ? [] : [sse({ type: "content_block_stop", index: 0 }, "content_block_stop")]),
       sse(
         {
           type: "message_delta",
-          delta: { stop_reason: "end_turn", stop_sequence: null },
+          delta: { stop_reason: tools ? "tool_use" : "end_turn", stop_sequence: null },
           usage: { output_tokens: output },
         },
         "message_delta",
       ),
       sse({ type: "message_stop" }, "message_stop"),
     ];
+  },
+  keepalive() {
+    return sse({ type: "ping" }, "ping");
   },
   inBand(name, message) {
     return sse(anthropic.error(200, name, message), "error");

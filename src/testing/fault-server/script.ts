@@ -38,6 +38,9 @@ export interface StreamFault {
   action: "stall" | "cut" | "error";
   /** The in-band error's name (default "overloaded"). */
   error?: ErrorName;
+  /** "stall": keep the connection warm with the provider's keepalive (Anthropic's `ping`
+   * event, an SSE comment elsewhere) every this many ms, as a stalled provider does. */
+  keepaliveMs?: number;
 }
 
 /**
@@ -79,6 +82,9 @@ export interface FaultRule {
   workMs?: number;
   /** The answer's text (default: the script's `text`). */
   text?: string;
+  /** Streams: tool calls after the text (OpenAI chat, Anthropic), their arguments sent in
+   * pieces of 8 characters, each piece a chunk that `stream.after` counts. */
+  toolCalls?: { name: string; arguments: string }[];
 }
 
 export interface Capacity {
@@ -124,11 +130,13 @@ const RULE = record<FaultRule>({
     after: int(0),
     action: oneOf(["stall", "cut", "error"] as const),
     error: oneOf(ERROR_NAMES),
+    keepaliveMs: num(10, 60_000),
   }),
   reset: flag,
   afterWork: flag,
   workMs: num(0, 3_600_000),
   text,
+  toolCalls: list(record<{ name: string; arguments: string }>({ name: text, arguments: text })),
 });
 
 const ruleField: Field<FaultRule> = (x, at, owner) => {

@@ -100,6 +100,25 @@ interface Request {
   extra?: Extra;
 }
 
+type StreamChunk =
+  | { word: string }
+  | { piece: (model: string) => string }
+  | { frames: (model: string) => string[] };
+
+/** A rule's tool calls as stream chunks: frames that open and close each call (not counted),
+ * and its arguments in pieces of 8 characters (each one counted, like a word). */
+function toolChunks(dialect: Dialect, rule: FaultRule): StreamChunk[] {
+  const tool = dialect.tool;
+  if (tool === undefined) return [];
+  return (rule.toolCalls ?? []).flatMap((call, i): StreamChunk[] => [
+    { frames: (m: string) => tool.open(m, i, call.name) },
+    ...(call.arguments.match(/[\s\S]{1,8}/g) ?? []).map((piece) => ({
+      piece: (m: string) => tool.args(m, i, piece),
+    })),
+    { frames: (m: string) => tool.close(m, i) },
+  ]);
+}
+
 /** A request's own abort: fires when its client goes away or the server closes. */
 function requestSignal(res: ServerResponse, server: AbortSignal): AbortSignal {
   const ac = new AbortController();
@@ -515,16 +534,30 @@ class FaultServerImpl {
       String((r.body as { continuationToken?: unknown })?.continuationToken),
     );
     const skip = checkpoints && resumed ? Math.min(Number(resumed[1]), words.length) : 0;
+    const chunks = [...words.slice(skip).map((word) => ({ word })), ...toolChunks(dialect, rule)];
     let sent = 0;
-    for (const word of words.slice(skip)) {
+    for (const c of chunks) {
+      if ("frames" in c) {
+        for (const f of c.frames(model)) res.write(f);
+        continue;
+      }
       if (fault && sent === fault.after) break;
       await sleep(rule.tokenLatencyMs ?? 0, signal);
       sent++;
       this.#bill(0, 1);
       res.write(
-        dialect.delta(model, word, sent, input, checkpoints ? `ct-${skip + sent}` : undefined),
+        "piece" in c
+          ? c.piece(model)
+          : dialect.delta(
+              model,
+              c.word,
+              sent,
+              input,
+              checkpoints ? `ct-${skip + sent}` : undefined,
+            ),
       );
     }
+    const tools = dialect.tool !== undefined && (rule.toolCalls?.length ?? 0) > 0;
     if (fault) {
       if (fault.action === "cut") {
         settle(this.#stats, arrival, "cut");
@@ -535,12 +568,23 @@ class FaultServerImpl {
         res.end(dialect.inBand(name, DEFAULT_MESSAGES[name]));
       } else {
         settle(this.#stats, arrival, "stall");
+        if (fault.keepaliveMs !== undefined)
+          await this.#keepWarm(res, dialect, fault.keepaliveMs, signal);
       }
       return;
     }
-    for (const f of dialect.end(model, input, sent, r.includeUsage)) res.write(f);
+    for (const f of dialect.end(model, input, sent, r.includeUsage, tools)) res.write(f);
     settle(this.#stats, arrival, "200");
     res.end();
+  }
+
+  /** A stalled stream that still looks alive: keepalives until the client leaves. */
+  async #keepWarm(res: ServerResponse, dialect: Dialect, everyMs: number, signal: AbortSignal) {
+    const frame = dialect.keepalive?.() ?? ": keepalive\n\n";
+    while (!signal.aborted && !res.destroyed) {
+      await sleep(everyMs, signal).catch(() => {});
+      if (!signal.aborted && !res.destroyed) res.write(frame);
+    }
   }
 
   #toolRefusal(

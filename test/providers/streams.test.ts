@@ -1,0 +1,188 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { ChatOpenAI } from "@langchain/openai";
+import { streamText, wrapLanguageModel } from "ai";
+import OpenAI from "openai";
+import { Agent, getGlobalDispatcher, setGlobalDispatcher, fetch as undiciFetch } from "undici";
+import { describe, expect, it } from "vitest";
+import { classify } from "../../src/core/classify.ts";
+import { type BreakwaterError, partialOf, reasonOf } from "../../src/core/errors.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
+import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
+import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
+import { withBreakwater as openai } from "../../src/providers/openai.ts";
+import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+const fs = useFaultServer();
+const messages = [{ role: "user" as const, content: "three little words" }];
+const claude = { model: "claude-test", max_tokens: 100, messages };
+const clients = (extra = {}) => {
+  const { p } = testPolicy(extra);
+  return {
+    oa: openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test-0000" }), {
+      policy: p,
+    }),
+    an: anthropic(new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-test-0000" }), {
+      policy: p,
+    }),
+  };
+};
+
+describe("the idle timeout counts content, not keepalives", () => {
+  it.each([
+    ["anthropic (event: ping)", "anthropic"],
+    ["openai (SSE comments)", "openai"],
+  ] as const)("%s: a stall behind keepalives ends at the idle timeout", async (_, sdk) => {
+    fs.script({ rules: [{ stream: { after: 2, action: "stall", keepaliveMs: 40 } }] });
+    const { oa, an } = clients({ idleTimeoutMs: 300 });
+    const started = performance.now();
+    const stream: AsyncIterable<unknown> =
+      sdk === "anthropic"
+        ? await an.messages.create({ ...claude, stream: true })
+        : await oa.chat.completions.create({ model: "gpt-test", messages, stream: true });
+    const { chunks, error } = await drain(stream);
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect((error as BreakwaterError).failure?.code).toBe("idle_timeout");
+    expect(performance.now() - started).toBeLessThan(3_000); // keepalives every 40 ms did not hold it
+  });
+});
+
+describe("undici's 300 s header and body timeouts do not govern: the policy does", () => {
+  it("headers after undici's header timeout (lowered to 200 ms as a stand-in for 300 s): the SDK on undici dies, breakwater's call lives", async () => {
+    // undici checks these timeouts on a one-second tick: 200 ms fires after about a second.
+    fs.script({ rules: [{ headersDelayMs: 2_000 }] });
+    const before = getGlobalDispatcher();
+    const lowered = new Agent({ headersTimeout: 200, bodyTimeout: 200 });
+    setGlobalDispatcher(lowered);
+    try {
+      const raw = new OpenAI({
+        baseURL: `${fs.server.url}/v1`,
+        apiKey: "sk-test",
+        maxRetries: 0,
+        fetch: undiciFetch as unknown as typeof fetch,
+      });
+      const died = await raw.chat.completions
+        .create({ model: "gpt-test", messages })
+        .catch((e: unknown) => e);
+      // undici's HeadersTimeoutError, which openai-node reports as a timeout (cause dropped).
+      expect(died).toBeInstanceOf(OpenAI.APIConnectionTimeoutError);
+      expect(classify(died).kind).toBe("timeout");
+      const { oa } = clients({ maxAttempts: 1, deadlineMs: 5_000 });
+      const r = await oa.chat.completions.create({ model: "gpt-test", messages });
+      expect(r.choices[0]!.message.content).toBe(TEXT);
+    } finally {
+      setGlobalDispatcher(before);
+      await lowered.close();
+    }
+  });
+
+  it("and the policy's deadline is what ends a call that is too slow", async () => {
+    fs.script({ rules: [{ headersDelayMs: 2_000 }] });
+    const t = testPolicy({ maxAttempts: 1, deadlineMs: 300 });
+    const oa = openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }), {
+      policy: t.p,
+    });
+    const started = performance.now();
+    await oa.chat.completions.create({ model: "gpt-test", messages }).catch(() => {});
+    expect(performance.now() - started).toBeLessThan(1_500);
+    expect(t.gaveUp.map((e) => [e.reason, e.failure?.kind])).toEqual([["deadline", "timeout"]]);
+  });
+});
+
+const TOOLS = [
+  { name: "charge", arguments: '{"order":77,"cents":1999}' }, // 25 characters: 4 pieces
+  { name: "notify", arguments: '{"to":"customer"}' }, // 17 characters: 3 pieces
+];
+/** A cut after the 10 words of text, the first call whole, and one piece of the second. */
+const CUT_IN_SECOND_CALL = { toolCalls: TOOLS, stream: { after: 15, action: "cut" as const } };
+
+const expectedAnswer = (firstId: string, secondId: string) => ({
+  text: TEXT,
+  toolCalls: [
+    { id: firstId, name: "charge", arguments: TOOLS[0]!.arguments, complete: true },
+    { id: secondId, name: "notify", arguments: '{"to":"c', complete: false },
+  ],
+  finish: undefined,
+});
+
+describe("a broken stream keeps its work: the text and tool calls so far, in one shape", () => {
+  it("openai: partialOf(error).answer", async () => {
+    fs.script({ rules: [CUT_IN_SECOND_CALL] });
+    const { oa } = clients();
+    const { error } = await drain(
+      await oa.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect(partialOf(error)?.answer).toEqual(expectedAnswer("call_fault0", "call_fault1"));
+  });
+
+  it("anthropic: the same answer from content blocks", async () => {
+    fs.script({ rules: [CUT_IN_SECOND_CALL] });
+    const { an } = clients();
+    const { error } = await drain(await an.messages.create({ ...claude, stream: true }));
+    expect(partialOf(error)?.answer).toEqual(expectedAnswer("toolu_fault0", "toolu_fault1"));
+  });
+
+  it("a whole answer with tool calls, then an error event: every call complete, the finish known", async () => {
+    fs.script({
+      rules: [{ toolCalls: TOOLS, stream: { after: 17, action: "error", error: "server_error" } }],
+    });
+    const { oa } = clients();
+    const { error } = await drain(
+      await oa.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(error).toBeInstanceOf(OpenAI.APIError); // the SDK's own error, from the event
+    const answer = partialOf(error)?.answer;
+    expect(answer?.toolCalls.map((c) => [c.name, c.arguments, c.complete])).toEqual([
+      ["charge", TOOLS[0]!.arguments, true],
+      ["notify", TOOLS[1]!.arguments, false], // no later call, no finish: not known to be whole
+    ]);
+  });
+
+  it("the AI SDK middleware: the error part's BreakwaterError carries the answer", async () => {
+    fs.script({ rules: [CUT_IN_SECOND_CALL] });
+    const model = wrapLanguageModel({
+      model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: testPolicy().p }),
+    });
+    const errors: unknown[] = [];
+    const r = streamText({
+      model,
+      prompt: "hi",
+      maxRetries: 0,
+      onError: ({ error }) => void errors.push(error),
+    });
+    for await (const _ of r.fullStream);
+    const answer = partialOf(errors[0])?.answer;
+    expect(answer?.text).toBe(TEXT);
+    expect(answer?.toolCalls.map((c) => [c.name, c.complete])).toEqual([
+      ["charge", true],
+      ["notify", false],
+    ]);
+  });
+
+  it("LangChain: the stream's error carries the text and tool call chunks so far", async () => {
+    fs.script({ rules: [CUT_IN_SECOND_CALL] });
+    const model = langchain(
+      new ChatOpenAI({
+        model: "gpt-test",
+        apiKey: "sk-test",
+        configuration: { baseURL: `${fs.server.url}/v1` },
+      }),
+      { policy: testPolicy().p },
+    );
+    let error: unknown;
+    try {
+      for await (const _ of await model.stream("hi"));
+    } catch (e) {
+      error = e;
+    }
+    const answer = partialOf(error)?.answer;
+    expect(answer?.text).toBe(TEXT);
+    expect(answer?.toolCalls.map((c) => [c.name, c.arguments, c.complete])).toEqual([
+      ["charge", TOOLS[0]!.arguments, true],
+      ["notify", '{"to":"c', false],
+    ]);
+  });
+});
