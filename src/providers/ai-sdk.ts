@@ -1,9 +1,16 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
-import type { Usage } from "../index.ts";
+import type { CallOptions, Usage } from "../index.ts";
 import { aiSdkAnswer } from "./answers.ts";
+import { Continuer, type Lead, stripLead } from "./continuation.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
-export type AiSdkMiddlewareOptions = AdapterOptions;
+export interface AiSdkMiddlewareOptions extends AdapterOptions {
+  /** Opt-in: a stream that breaks after content goes on from the text so far, as one answer
+   * (Anthropic models, which take a last assistant message as a prefill; elsewhere the break
+   * ends the stream as usual). Never after a tool call, never past the deadline, the
+   * attempts or the admission. @default false */
+  continuation?: boolean;
+}
 
 type Obj = Record<string, any>;
 
@@ -101,29 +108,43 @@ export function breakwaterMiddleware(
       }),
     wrapStream: async ({ params, model }) => {
       let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
-      const guarded = p.stream<LanguageModelV4StreamPart>(
-        async (ctx) => {
-          // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand);
-          // they reach the caller only if the caller asked for them.
-          const { stream, ...rest } = await model.doStream({
-            ...params,
-            includeRawChunks: true,
-            abortSignal: ctx.signal,
-          });
-          meta = rest;
-          return iterate(stream);
-        },
-        {
-          ...(params.abortSignal && { signal: params.abortSignal }),
-          ...runFor(options),
-          inspect: aiSdkInBand,
-          isContent: isAiSdkContent,
-          answer: aiSdkAnswer,
-          usage: aiSdkUsage,
-        },
-      );
+      const open = (prompt: typeof params.prompt, more: Partial<CallOptions> = {}) =>
+        p.stream<LanguageModelV4StreamPart>(
+          async (ctx) => {
+            // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand);
+            // they reach the caller only if the caller asked for them.
+            const { stream, ...rest } = await model.doStream({
+              ...params,
+              prompt,
+              includeRawChunks: true,
+              abortSignal: ctx.signal,
+            });
+            if (more.ledger === undefined) meta = rest;
+            return iterate(stream);
+          },
+          {
+            ...(params.abortSignal && { signal: params.abortSignal }),
+            ...runFor(options),
+            ...more,
+            inspect: aiSdkInBand,
+            isContent: isAiSdkContent,
+            answer: aiSdkAnswer,
+            usage: aiSdkUsage,
+          },
+        );
+      const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
+      let guarded = open(params.prompt);
       // Retries happen before this resolves: parts reach the SDK only once content flows.
       const first = await guarded.next();
+      // Continuation (opt-in): Anthropic takes a last assistant message as a prefill.
+      const continuer =
+        options.continuation && model.provider.includes("anthropic")
+          ? new Continuer(p, guarded.ledger, deadlineAt)
+          : undefined;
+      let shape:
+        | ((part: LanguageModelV4StreamPart) => LanguageModelV4StreamPart | undefined)
+        | undefined;
+      let textId: string | undefined; // the text block the consumer has open
       let pending: IteratorResult<LanguageModelV4StreamPart> | undefined = first;
       const stream = new ReadableStream<LanguageModelV4StreamPart>({
         async pull(controller) {
@@ -133,9 +154,21 @@ export function breakwaterMiddleware(
               pending = undefined;
               if (r.done) return controller.close();
               if (r.value.type === "raw" && !params.includeRawChunks) continue;
-              return controller.enqueue(r.value);
+              const part = shape ? shape(r.value) : r.value;
+              if (part === undefined) continue;
+              if (part.type === "text-start") textId = part.id;
+              return controller.enqueue(part);
             }
           } catch (error) {
+            const go = continuer?.next(error, (prefill) => [
+              ...params.prompt,
+              { role: "assistant" as const, content: [{ type: "text" as const, text: prefill }] },
+            ]);
+            if (go !== undefined) {
+              guarded = open(go.built, go.call);
+              shape = goOn(go.lead, textId);
+              return;
+            }
             controller.enqueue({ type: "error", error });
             controller.close();
           }
@@ -146,5 +179,26 @@ export function breakwaterMiddleware(
       });
       return { ...meta, stream };
     },
+  };
+}
+
+/** A continuation's parts as the consumer should read them, going on with the first answer:
+ * its preamble dropped, its text in the block already open, the lead whitespace taken off. */
+function goOn(
+  lead: Lead,
+  textId: string | undefined,
+): (part: LanguageModelV4StreamPart) => LanguageModelV4StreamPart | undefined {
+  return (part) => {
+    if (part.type === "stream-start" || part.type === "response-metadata") return undefined;
+    if (part.type === "text-start" && textId !== undefined) return undefined;
+    if ((part.type === "text-delta" || part.type === "text-end") && textId !== undefined) {
+      if (part.type === "text-end") return { ...part, id: textId };
+      return {
+        ...part,
+        id: textId,
+        delta: lead.strip > 0 ? stripLead(part.delta, lead) : part.delta,
+      };
+    }
+    return part;
   };
 }

@@ -1,6 +1,7 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
 import { anthropicAnswer } from "./answers.ts";
+import { rewrite, stripLead } from "./continuation.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 
@@ -33,6 +34,26 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
 export const anthropicDialect: Dialect = {
   usage: anthropicUsage,
   answer: anthropicAnswer,
+  // Assistant prefill: the model goes on from the text so far.
+  continueWith: (_url, body, prefix) => ({
+    ...body,
+    messages: [
+      ...(Array.isArray(body.messages) ? body.messages : []),
+      { role: "assistant", content: prefix },
+    ],
+  }),
+  resume: (json, event, lead) => {
+    if (!isObject(json)) return event;
+    // The second message's start and its text block's start: the first ones are open still.
+    if (json.type === "message_start" || (json.type === "content_block_start" && json.index === 0))
+      return undefined;
+    if (lead.strip > 0 && json.type === "content_block_delta" && json.delta?.type === "text_delta")
+      return rewrite(event, {
+        ...json,
+        delta: { ...json.delta, text: stripLead(json.delta.text ?? "", lead) },
+      });
+    return event;
+  },
   marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
   isContent: (json) => isAnthropicContent(json),
   inBand: (json, event) =>

@@ -1,6 +1,8 @@
 import {
+  type CallOptions,
   ConfigError,
   failureOf,
+  type GuardedStream,
   HttpError,
   ledgerOf,
   type PartialAnswer,
@@ -11,6 +13,7 @@ import {
   tagError,
   type Usage,
 } from "../index.ts";
+import { continuation, type Lead } from "./continuation.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 
@@ -27,6 +30,17 @@ export interface Dialect {
   /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
    * stream). */
   prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
+  /** Continuation: the request body that asks the model to go on from `prefix`, or
+   * undefined where the provider cannot. */
+  continueWith?(
+    url: string,
+    body: Record<string, unknown>,
+    prefix: string,
+  ): Record<string, unknown> | undefined;
+  /** A continuation's event as the SDK should read it, going on with the first answer:
+   * undefined drops it (the second answer's preamble). `lead` holds the whitespace the
+   * prefix was trimmed of, to take off the continuation's first text. */
+  resume?(json: unknown, event: SseEvent, lead: Lead): SseEvent | undefined;
   /** The answer so far, from the parsed events a broken stream delivered. */
   answer?(events: readonly unknown[]): PartialAnswer;
   /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
@@ -47,6 +61,13 @@ export interface GuardedFetchOptions extends AdapterOptions {
    * openai and anthropic SDKs) gets the retries so far there instead. `false`: none.
    * Default "x-retry-attempt". */
   attemptHeader?: string | false;
+  /** Opt-in: when a stream breaks after content with a failure that could be retried, ask
+   * the model to go on from the text so far (assistant prefill) and stream only the rest,
+   * so the consumer reads one answer. Where the dialect supports it (Anthropic; OpenAI-
+   * compatible servers with an assistant `prefix` option, such as DeepSeek and Mistral);
+   * never after a tool call, never past the deadline, the attempts or the admission.
+   * @default false */
+  continuation?: boolean;
 }
 
 /** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
@@ -77,6 +98,8 @@ function check(o: GuardedFetchOptions): void {
       ms,
       "used with the undici package installed (npm install undici)",
     );
+  if (o.continuation !== undefined && typeof o.continuation !== "boolean")
+    throw new ConfigError(OWNER, "continuation", o.continuation, "true or false");
   const h = o.attemptHeader;
   if (h !== undefined && h !== false && !(typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)))
     throw new ConfigError(OWNER, "attemptHeader", h, "a header name or false");
@@ -157,7 +180,7 @@ function replayable(body: unknown): boolean {
 
 const STREAM_FLAG = /"stream"\s*:\s*true/;
 
-interface Outgoing {
+export interface Outgoing {
   url: string;
   init: RequestInit & { [CALL]?: { run?: Run } };
   stream: boolean;
@@ -280,12 +303,14 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       ...(init.signal && { signal: init.signal }),
       ...runFor(options, req.init[CALL]?.run),
     };
-    return req.stream ? streamed(p, req, call, send, dialect) : unary(p, req, call, send, dialect);
+    return req.stream
+      ? streamed(p, req, call, send, dialect, options.continuation === true)
+      : unary(p, req, call, send, dialect);
   };
 }
 
-type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
-type Call = { signal?: AbortSignal; run?: Run };
+export type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
+export type Call = { signal?: AbortSignal; run?: Run };
 
 const MAX_USAGE_BODY = 1 << 20;
 
@@ -343,21 +368,23 @@ function safeJson(text: string): unknown {
   }
 }
 
-async function streamed(
+/** One stream call under the policy: events read for content, usage, in-band errors and
+ * the answer so far. `extra` joins it to a call already under way (a continuation). */
+export function openEvents(
   p: Policy,
   req: Outgoing,
-  call: Call,
+  call: Call & Partial<Pick<CallOptions, "ledger" | "deadlineAt" | "maxAttempts">>,
   send: Send,
-  dialect?: Dialect,
-): Promise<Response> {
-  let current: Response | undefined;
+  dialect: Dialect | undefined,
+  answered: (res: Response) => void,
+): GuardedStream<SseEvent> {
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
-  const events = p.stream<SseEvent>(
+  return p.stream<SseEvent>(
     async (ctx) => {
       const res = await send(req, ctx.attempt, ctx.signal);
       if (!res.ok) throw await UpstreamAnswer.read(res);
-      current = res;
+      answered(res);
       return sseEvents(res.body ?? emptyBody());
     },
     {
@@ -377,6 +404,21 @@ async function streamed(
       },
     },
   );
+}
+
+async function streamed(
+  p: Policy,
+  req: Outgoing,
+  call: Call,
+  send: Send,
+  dialect: Dialect | undefined,
+  continuing: boolean,
+): Promise<Response> {
+  let current: Response | undefined;
+  const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
+  const events = openEvents(p, req, call, send, dialect, (res) => {
+    current = res;
+  });
   let first: IteratorResult<SseEvent>;
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte
@@ -387,9 +429,13 @@ async function streamed(
   }
   const res = current!;
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
+  const next =
+    continuing && dialect?.continueWith
+      ? continuation({ p, req, call, send, dialect, ledger: events.ledger, deadlineAt })
+      : undefined;
   // A failure after content is told on this response's headers, which the SDK hands its error.
   const outer: Response = new Response(
-    passThrough(events, first, res.headers, (error) => tagged(outer, error)),
+    passThrough(events, first, res.headers, (error) => tagged(outer, error), next),
     init,
   );
   return outer;
@@ -397,15 +443,20 @@ async function streamed(
 
 async function* emptyBody(): AsyncGenerator<Uint8Array> {}
 
+/** What the body reads from: a stream call, or a continuation of one. */
+export type Events = AsyncIterator<SseEvent> & { return(): Promise<unknown> };
+
 /** The events as bytes, verbatim. An error event after content reaches the SDK as the
  * event it was (the SDK raises its own error); any other failure errors the body. */
 function passThrough(
-  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
+  source: Events,
   first: IteratorResult<SseEvent>,
   headers: Headers,
   failed: (error: unknown) => void,
+  resume?: (error: unknown) => Promise<Events | undefined>,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  let events = source;
   let pending: IteratorResult<SseEvent> | undefined = first;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -415,6 +466,12 @@ function passThrough(
         if (r.done) controller.close();
         else controller.enqueue(encoder.encode(r.value.raw));
       } catch (error) {
+        // An opt-in continuation goes on from where the answer broke, in the same body.
+        const next = await resume?.(error).catch(() => undefined);
+        if (next !== undefined) {
+          events = next;
+          return;
+        }
         failed(error);
         const answer = answerOf(error, headers);
         if (answer?.body) {

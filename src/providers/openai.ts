@@ -1,6 +1,7 @@
 import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
+import { rewrite, stripLead } from "./continuation.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 
@@ -86,6 +87,30 @@ export function openaiDialect(includeUsage = true): Dialect {
       events.some((e) => isObject(e) && typeof e.type === "string")
         ? responsesAnswer(events)
         : chatAnswer(events),
+    // OpenAI-compatible servers with an assistant prefix (DeepSeek, Mistral): chat only.
+    continueWith: (url, body, prefix) =>
+      url.endsWith("/chat/completions")
+        ? {
+            ...body,
+            messages: [
+              ...(Array.isArray(body.messages) ? body.messages : []),
+              { role: "assistant", content: prefix, prefix: true },
+            ],
+          }
+        : undefined,
+    resume: (json, event, lead) => {
+      const delta = isObject(json) ? json.choices?.[0]?.delta : undefined;
+      if (!isObject(json) || !isObject(delta)) return event;
+      if (delta.role !== undefined && !delta.content && !delta.tool_calls) return undefined; // the second answer's role chunk
+      if (lead.strip > 0 && typeof delta.content === "string" && delta.content !== "") {
+        const content = stripLead(delta.content, lead);
+        return rewrite(event, {
+          ...json,
+          choices: [{ ...json.choices[0], delta: { ...delta, content } }],
+        });
+      }
+      return event;
+    },
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     prepare: (url, body) =>
       includeUsage &&

@@ -1,3 +1,4 @@
+import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { ChatOpenAI } from "@langchain/openai";
@@ -184,5 +185,129 @@ describe("a broken stream keeps its work: the text and tool calls so far, in one
       ["charge", TOOLS[0]!.arguments, true],
       ["notify", '{"to":"c', false],
     ]);
+  });
+});
+
+describe("continuation (opt-in): a broken answer goes on from where it broke", () => {
+  const continuing = (extra = {}) => {
+    const t = testPolicy(extra);
+    return {
+      ...t,
+      oa: openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test-0000" }), {
+        policy: t.p,
+        continuation: true,
+      }),
+      an: anthropic(new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-test-0000" }), {
+        policy: t.p,
+        continuation: true,
+      }),
+    };
+  };
+  const chatText = (chunks: unknown[]) =>
+    (chunks as OpenAI.ChatCompletionChunk[]).map((c) => c.choices[0]?.delta.content ?? "").join("");
+  const claudeText = (events: unknown[]) =>
+    (events as Anthropic.RawMessageStreamEvent[])
+      .map((e) =>
+        e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : "",
+      )
+      .join("");
+
+  it("anthropic (assistant prefill): one answer, no span lost or repeated, both attempts on one ledger", async () => {
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }] });
+    const { an, ledgers } = continuing();
+    const { chunks, error } = await drain(await an.messages.create({ ...claude, stream: true }));
+    expect(error).toBeUndefined();
+    expect(claudeText(chunks)).toBe(TEXT);
+    expect(chunks.filter((e) => (e as { type: string }).type === "message_start")).toHaveLength(1);
+    expect(fs.requests()).toBe(2);
+    expect(ledgers[0]!.attempts.map((a) => a.outcome)).toEqual(["failed", "ok"]);
+    // The SDK's helper reads it as one message too.
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 5, action: "cut" } }] });
+    expect((await an.messages.stream(claude).finalMessage()).content[0]).toMatchObject({
+      text: TEXT,
+    });
+  });
+
+  it("an OpenAI-compatible server with an assistant prefix (DeepSeek, Mistral): the same", async () => {
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 4, action: "cut" } }] });
+    const { oa } = continuing();
+    const { chunks, error } = await drain(
+      await oa.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(error).toBeUndefined();
+    expect(chatText(chunks)).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+  });
+
+  it("an in-band error after content continues too; the continuation may break and go on again", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 2, action: "error", error: "overloaded" } },
+        { requests: [2, 2], stream: { after: 3, action: "cut" } },
+      ],
+    });
+    const { an } = continuing({ maxAttempts: 4 });
+    const { chunks, error } = await drain(await an.messages.create({ ...claude, stream: true }));
+    expect(error).toBeUndefined();
+    expect(claudeText(chunks)).toBe(TEXT);
+    expect(fs.requests()).toBe(3);
+  });
+
+  it("never after a tool call, never past the deadline, never beyond the attempts", async () => {
+    fs.script({ rules: [CUT_IN_SECOND_CALL] });
+    const tool = await drain(
+      await continuing().oa.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+    );
+    expect(reasonOf(tool.error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(1);
+
+    fs.script({
+      rules: [{ requests: [1, 1], tokenLatencyMs: 60, stream: { after: 8, action: "cut" } }],
+    });
+    fs.server.resetStats();
+    const late = continuing({ deadlineMs: 300 });
+    const slow = await drain(await late.an.messages.create({ ...claude, stream: true }));
+    expect(reasonOf(slow.error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(1);
+
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }] });
+    fs.server.resetStats();
+    const one = await drain(
+      await continuing({ maxAttempts: 1 }).an.messages.create({ ...claude, stream: true }),
+    );
+    expect(reasonOf(one.error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("the AI SDK middleware over @ai-sdk/anthropic: one text, both attempts on one ledger", async () => {
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }] });
+    const t = testPolicy();
+    const model = wrapLanguageModel({
+      model: createAnthropic({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-ant-test" })(
+        "claude-test",
+      ),
+      middleware: breakwaterMiddleware({ policy: t.p, continuation: true }),
+    });
+    const errors: unknown[] = [];
+    const r = streamText({
+      model,
+      prompt: "hi",
+      maxRetries: 0,
+      onError: ({ error }) => void errors.push(error),
+    });
+    let text = "";
+    for await (const part of r.fullStream) if (part.type === "text-delta") text += part.text;
+    expect(errors).toEqual([]);
+    expect(text).toBe(TEXT);
+    expect(fs.requests()).toBe(2);
+    expect(t.ledgers[0]!.attempts.map((a) => a.outcome)).toEqual(["failed", "ok"]);
+  });
+
+  it("off by default: the break ends the stream", async () => {
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }] });
+    const { an } = clients();
+    const { error } = await drain(await an.messages.create({ ...claude, stream: true }));
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(1);
   });
 });

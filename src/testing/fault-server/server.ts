@@ -119,6 +119,20 @@ function toolChunks(dialect: Dialect, rule: FaultRule): StreamChunk[] {
   ]);
 }
 
+/** The text a request asks the model to go on from: a last assistant message (Anthropic's
+ * prefill; on the OpenAI route only with `prefix: true`, as DeepSeek and Mistral take it). */
+function prefillOf(r: Request): string | undefined {
+  const messages = (r.body as { messages?: unknown })?.messages;
+  const last = Array.isArray(messages)
+    ? (messages.at(-1) as Record<string, unknown> | undefined)
+    : undefined;
+  if (last?.role !== "assistant" || (r.route === "openai" && last.prefix !== true))
+    return undefined;
+  if (typeof last.content === "string") return last.content;
+  if (!Array.isArray(last.content)) return undefined;
+  return last.content.map((b) => (typeof b?.text === "string" ? b.text : "")).join("");
+}
+
 /** A request's own abort: fires when its client goes away or the server closes. */
 function requestSignal(res: ServerResponse, server: AbortSignal): AbortSignal {
   const ac = new AbortController();
@@ -518,7 +532,13 @@ class FaultServerImpl {
   ) {
     const dialect = r.dialect!;
     const model = r.model || "fault-model";
-    const words = (rule.text ?? this.#script.text).match(/\S+\s*/g) ?? [];
+    const full = rule.text ?? this.#script.text;
+    // An assistant prefill (Anthropic) or prefix (OpenAI-compatible): go on from it.
+    const prefill = prefillOf(r);
+    const words =
+      prefill !== undefined && prefill !== "" && full.startsWith(prefill)
+        ? (full.slice(prefill.length).match(/\s*\S+\s*/g) ?? [])
+        : (full.match(/\S+\s*/g) ?? []);
     const input = r.inputTokens;
     res.writeHead(200, {
       "content-type": "text/event-stream",
