@@ -91,6 +91,20 @@ describe("undici's 300 s header and body timeouts do not govern: the policy does
   });
 });
 
+/** Reads an AI SDK stream as an app does: its text, and the errors it reported. */
+async function aiSdkStream(model: Parameters<typeof streamText>[0]["model"]) {
+  const errors: unknown[] = [];
+  const r = streamText({
+    model,
+    prompt: "hi",
+    maxRetries: 0,
+    onError: ({ error }) => void errors.push(error),
+  });
+  let text = "";
+  for await (const part of r.fullStream) if (part.type === "text-delta") text += part.text;
+  return { text, errors };
+}
+
 const TOOLS = [
   { name: "charge", arguments: '{"order":77,"cents":1999}' }, // 25 characters: 4 pieces
   { name: "notify", arguments: '{"to":"customer"}' }, // 17 characters: 3 pieces
@@ -147,14 +161,7 @@ describe("a broken stream keeps its work: the text and tool calls so far, in one
       model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }).chat("gpt-test"),
       middleware: breakwaterMiddleware({ policy: testPolicy().p }),
     });
-    const errors: unknown[] = [];
-    const r = streamText({
-      model,
-      prompt: "hi",
-      maxRetries: 0,
-      onError: ({ error }) => void errors.push(error),
-    });
-    for await (const _ of r.fullStream);
+    const { errors } = await aiSdkStream(model);
     const answer = partialOf(errors[0])?.answer;
     expect(answer?.text).toBe(TEXT);
     expect(answer?.toolCalls.map((c) => [c.name, c.complete])).toEqual([
@@ -288,15 +295,7 @@ describe("continuation (opt-in): a broken answer goes on from where it broke", (
       ),
       middleware: breakwaterMiddleware({ policy: t.p, continuation: true }),
     });
-    const errors: unknown[] = [];
-    const r = streamText({
-      model,
-      prompt: "hi",
-      maxRetries: 0,
-      onError: ({ error }) => void errors.push(error),
-    });
-    let text = "";
-    for await (const part of r.fullStream) if (part.type === "text-delta") text += part.text;
+    const { text, errors } = await aiSdkStream(model);
     expect(errors).toEqual([]);
     expect(text).toBe(TEXT);
     expect(fs.requests()).toBe(2);
