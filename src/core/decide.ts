@@ -1,7 +1,7 @@
 import type { Backoff } from "./backoff.ts";
 import type { Deadline, TimeoutCause } from "./deadline.ts";
 import type { GiveUpReason } from "./errors.ts";
-import type { Failure } from "./failure.ts";
+import { type Failure, isOutputKind } from "./failure.ts";
 import { MAX_DELAY_MS } from "./retry-after.ts";
 
 /** Where a call stands once an attempt has failed. */
@@ -51,7 +51,8 @@ const clampDelay = (ms: number): number => (ms > 0 ? Math.min(ms, MAX_DELAY_MS) 
 /** The rules that end a call whatever the wait would be, in the order of rule 1. */
 function settled(s: RetryState, f: Failure, r: RetryRules): Verdict | undefined {
   if (f.kind === "cancelled") return stop("cancelled");
-  if (s.emitted) return stop("stream-interrupted");
+  // An answer shown and then found bad was not interrupted: it ended, and is refused.
+  if (s.emitted) return stop(isOutputKind(f.kind) ? "not-retryable" : "stream-interrupted");
   if (s.timedOutBy === "deadline" || s.timedOutBy === "run-deadline") return stop(s.timedOutBy);
   if (!f.retryable || s.callerRefused) return stop("not-retryable");
   if (s.attempt >= r.maxAttempts)

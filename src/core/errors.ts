@@ -124,6 +124,43 @@ export class BreakwaterError extends Error {
 
 export const isBreakwaterError = (e: unknown): e is BreakwaterError => isA(e, BreakwaterError);
 
+/** What was wrong with an answer the provider gave: cut at the token limit, not JSON, not
+ * its schema, a refusal, empty, or a check of yours that said no. */
+export type OutputProblem = "truncated" | "parse" | "schema" | "refusal" | "empty" | "check";
+
+/** One issue a schema found (Standard Schema's shape). */
+export interface OutputIssue {
+  readonly message: string;
+  readonly path?: readonly unknown[] | undefined;
+}
+
+/**
+ * A successful answer that is not a good one (docs/architecture.md, rule 11). A truncated
+ * answer (`kind` "truncated") is never retried: the same limit cuts it the same way; an
+ * invalid one ("invalid_output") is retried within the call's attempts, and the last one's
+ * error is what the caller sees.
+ */
+export class OutputError extends Error {
+  override name = "BreakwaterOutputError";
+  readonly kind: "truncated" | "invalid_output";
+  readonly problem: OutputProblem;
+  /** The answer's text as it came (for a truncated answer, the text so far). */
+  readonly text: string | undefined;
+  readonly issues: readonly OutputIssue[] | undefined;
+
+  constructor(
+    problem: OutputProblem,
+    message: string,
+    more: { text?: string; issues?: readonly OutputIssue[]; cause?: unknown } = {},
+  ) {
+    super(message, more.cause === undefined ? undefined : { cause: more.cause });
+    this.problem = problem;
+    this.kind = problem === "truncated" ? "truncated" : "invalid_output";
+    this.text = more.text;
+    this.issues = more.issues;
+  }
+}
+
 interface Outcome {
   reason: GiveUpReason;
   ledger: Ledger;

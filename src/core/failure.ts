@@ -11,6 +11,8 @@ export type FailureKind =
   | "auth"
   | "not_found"
   | "content_filtered"
+  | "truncated"
+  | "invalid_output"
   | "cancelled"
   | "unknown";
 
@@ -46,11 +48,19 @@ export const KINDS: Readonly<Record<FailureKind, KindFacts>> = {
   auth: { retryable: false, upstream: false, final: true },
   not_found: { retryable: false, upstream: false, final: false },
   content_filtered: { retryable: false, upstream: false, final: true },
+  // The answer, not the request: the upstream answered (the breaker hears no failure). A
+  // truncated answer is cut the same way again at the same limit; an invalid one may not be.
+  truncated: { retryable: false, upstream: false, final: true },
+  invalid_output: { retryable: true, upstream: false, final: false },
   cancelled: { retryable: false, upstream: false, final: true },
   unknown: { retryable: false, upstream: false, final: false },
 };
 
 export const FAILURE_KINDS = Object.keys(KINDS) as readonly FailureKind[];
+
+/** The kinds that judge an answer the provider gave, not the request (rule 11). */
+export const isOutputKind = (kind: FailureKind): boolean =>
+  kind === "truncated" || kind === "invalid_output";
 
 /** A failure of `kind`, retryable as the table says, with the extras that are defined. */
 export function failure(

@@ -8,7 +8,7 @@ import {
   type PartialResult,
   tagError,
 } from "../core/errors.ts";
-import { type Failure, failure, KINDS } from "../core/failure.ts";
+import { type Failure, failure, isOutputKind, KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import { scrubError } from "../core/redact.ts";
 import { isA } from "../core/safe.ts";
@@ -391,7 +391,8 @@ export class Call {
   ): never {
     const ledger = this.ledger;
     const partial = this.#partial;
-    if (partial !== undefined && reason !== "cancelled") reason = "stream-interrupted";
+    if (partial !== undefined && reason !== "cancelled" && !(f && isOutputKind(f.kind)))
+      reason = "stream-interrupted";
     ledger.endedAt = this.#o.clock.now();
     let thrown = error;
     if (isOwnReason(reason) || error === null || typeof error !== "object") {

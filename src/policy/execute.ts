@@ -1,10 +1,11 @@
+import { checkOutput, OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
-export interface ExecuteOptions extends CallOptions {
+export interface ExecuteOptions<T = unknown> extends CallOptions, OutputOptions<T> {
   /** Reads token usage from the result (overrides the policy's `usage`). */
   usage?: (result: unknown) => Partial<Usage> | undefined;
 }
@@ -12,12 +13,13 @@ export interface ExecuteOptions extends CallOptions {
 const RULES = checker({
   ...CALL_SPEC,
   usage: opt.fn<ExecuteOptions["usage"]>(),
+  ...OUTPUT_SPEC,
 } satisfies Record<keyof ExecuteOptions, Rule<unknown>>);
 
 const V = new Validator("policy.execute");
 
 /** What is wrong with what a caller hands `execute`, as the error to reject with. */
-function invalid(operation: unknown, options: ExecuteOptions | undefined): unknown {
+function invalid(operation: unknown, options: ExecuteOptions<never> | undefined): unknown {
   try {
     V.fn("operation", operation);
     if (options !== undefined) checkOptions(V, RULES, options);
@@ -32,7 +34,7 @@ function invalid(operation: unknown, options: ExecuteOptions | undefined): unkno
 export function execute<T>(
   o: ResolvedOptions,
   operation: (context: AttemptContext) => T | PromiseLike<T>,
-  options?: ExecuteOptions,
+  options?: ExecuteOptions<T>,
 ): Promise<T> {
   if (typeof operation !== "function" || options !== undefined) {
     const bad = invalid(operation, options);
@@ -40,6 +42,8 @@ export function execute<T>(
   }
   const call = new Call(o, options);
   const readUsage = options?.usage ?? o.usage;
+  const output =
+    options?.validate === undefined && options?.truncated === undefined ? undefined : options;
   const attempt = (): Promise<T> => {
     let p: Promise<T>;
     let scope: AttemptScope;
@@ -52,11 +56,33 @@ export function execute<T>(
     }
     return scope.race(p).then(
       (value) => {
-        call.succeed(readUsage === undefined ? undefined : call.usageOf(value, readUsage));
-        return value;
+        const usage = readUsage === undefined ? undefined : call.usageOf(value, readUsage);
+        if (output === undefined) {
+          call.succeed(usage);
+          return value;
+        }
+        return checked(call, value, usage, output, attempt);
       },
       (error) => call.fail(error).then(attempt),
     );
   };
   return attempt();
+}
+
+/** The answer counts only once it passes its checks (rule 11): a bad one's tokens are
+ * wasted, and an invalid one is retried like any failure. */
+function checked<T>(
+  call: Call,
+  value: T,
+  usage: Partial<Usage> | undefined,
+  output: OutputOptions<T>,
+  again: () => Promise<T>,
+): Promise<T> {
+  return Promise.resolve(checkOutput(value, output)).then((bad) => {
+    if (bad === undefined) {
+      call.succeed(usage);
+      return value;
+    }
+    return call.fail(bad, { usage }).then(again);
+  });
 }

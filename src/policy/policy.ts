@@ -11,7 +11,7 @@ export interface Policy {
   /** The validated, frozen options. */
   readonly options: ResolvedOptions;
   /** Runs one logical call under the policy. */
-  execute<T>(operation: Operation<T>, options?: ExecuteOptions): Promise<T>;
+  execute<T>(operation: Operation<T>, options?: ExecuteOptions<T>): Promise<T>;
   /** Streams the provider's chunks under the policy: an AsyncIterable with `.ledger` and
    * `.done` (the outcome). Retries only before the first content chunk (by default). */
   stream<C>(open: OpenStream<C>, options?: StreamOptions<C>): GuardedStream<C>;
@@ -22,7 +22,7 @@ export function policy(options: PolicyOptions = {}): Policy {
   const resolved = resolveOptions(options, new Validator("policy"));
   return Object.freeze({
     options: resolved,
-    execute: <T>(operation: Operation<T>, opts?: ExecuteOptions) =>
+    execute: <T>(operation: Operation<T>, opts?: ExecuteOptions<T>) =>
       execute(resolved, operation, opts),
     stream: <C>(open: OpenStream<C>, opts?: StreamOptions<C>) =>
       new GuardedStream(resolved, open, opts),

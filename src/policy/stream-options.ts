@@ -1,4 +1,5 @@
 import type { PartialAnswer } from "../core/errors.ts";
+import { OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import { type AttemptContext, CALL_SPEC, type CallOptions } from "./call.ts";
@@ -13,7 +14,7 @@ export interface DiscardInfo<C> {
   readonly error: unknown;
 }
 
-export interface StreamOptions<C> extends CallOptions {
+export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[]> {
   /** Turns an in-band error chunk (an error event inside an HTTP 200) into an error to
    * classify; return undefined for a normal chunk. */
   inspect?: (chunk: C) => unknown;
@@ -56,6 +57,8 @@ export interface ResolvedStream<C> {
   readonly idleMs: number;
   readonly totalMs: number;
   readonly answer: ((chunks: readonly C[]) => PartialAnswer) | undefined;
+  /** The checks on the whole answer (`validate`, `truncated`), when there are any. */
+  readonly output: OutputOptions<readonly C[]> | undefined;
 }
 
 const MODES = ["no-replay", "buffer", "restart"] as const;
@@ -72,6 +75,7 @@ const SPEC = {
   idleTimeoutMs: own,
   totalTimeoutMs: own,
   answer: opt.fn<(chunks: readonly unknown[]) => PartialAnswer>(),
+  ...OUTPUT_SPEC,
 } satisfies Record<keyof StreamOptions<unknown>, Rule<unknown>>;
 
 const or = (mine: number, policy: number) => (Number.isNaN(mine) ? policy : mine);
@@ -98,6 +102,10 @@ export function resolveStream<C>(
     mode: s.mode,
     onDiscard: s.onDiscard,
     answer: s.answer as ((chunks: readonly C[]) => PartialAnswer) | undefined,
+    output:
+      s.validate === undefined && s.truncated === undefined
+        ? undefined
+        : (s as unknown as OutputOptions<readonly C[]>),
     firstTokenMs: or(s.firstTokenTimeoutMs, o.firstTokenTimeoutMs),
     idleMs: or(s.idleTimeoutMs, o.idleTimeoutMs),
     totalMs: or(s.totalTimeoutMs, o.totalTimeoutMs),

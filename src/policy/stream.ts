@@ -2,6 +2,7 @@ import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
+import { checkOutput } from "../core/output.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import type { AttemptScope } from "./attempt-scope.ts";
@@ -47,7 +48,9 @@ const abandoned = new FinalizationRegistry<Grip>((grip) => {
 
 /** What the slow path must do after a read: pull again, or handle a failure. */
 const AGAIN = Symbol("again");
-type Pending = typeof AGAIN | { failed: unknown };
+/** The attempt's stream ended, and its answer is to be checked before it counts (rule 11). */
+const ENDED = Symbol("ended");
+type Pending = typeof AGAIN | typeof ENDED | { failed: unknown };
 
 /** A failed attempt, booked, waiting for its verdict. */
 interface Settled {
@@ -160,7 +163,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#finish(error);
       throw error;
     }
-    return step === AGAIN || "failed" in step ? this.#slow(step) : step;
+    return step === AGAIN || step === ENDED || "failed" in step ? this.#slow(step) : step;
   };
 
   readonly #onReadError = (error: unknown): Promise<IteratorResult<C>> =>
@@ -170,7 +173,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   async #slow(pending: Pending | undefined): Promise<IteratorResult<C>> {
     this.#driving = true;
     try {
-      if (pending !== undefined && pending !== AGAIN) await this.#attemptFailed(pending.failed);
+      if (pending !== undefined) await this.#act(pending);
       const settled = this.#settled;
       this.#settled = undefined;
       if (settled) await this.#call.after(settled.f, settled.error, settled.more);
@@ -193,12 +196,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
         } catch (error) {
           step = { failed: error };
         }
-        if (step === AGAIN) continue;
-        if ("failed" in step) {
-          await this.#attemptFailed(step.failed);
-          continue;
-        }
-        return step;
+        if (step === AGAIN || step === ENDED || "failed" in step) await this.#act(step);
+        else return step;
       }
     } catch (error) {
       this.#finish(error);
@@ -208,9 +207,16 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
   }
 
+  /** What a step left for the slow path to do: check an ended answer, or book a failure. */
+  async #act(pending: Pending): Promise<void> {
+    if (pending === ENDED) await this.#attemptEnded();
+    else if (pending !== AGAIN) await this.#attemptFailed(pending.failed);
+  }
+
   /** One read from the source: a chunk for the consumer, or what the slow path must do. */
   #step(r: IteratorResult<C>): IteratorResult<C> | Pending {
     if (r.done) {
+      if (this.#s.output !== undefined) return ENDED;
       this.#attemptSucceeded();
       return AGAIN;
     }
@@ -407,6 +413,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#succeeded = true;
     this.#source = undefined;
     if (this.#s.mode === "buffer" || this.#held.length > 0) this.#flushHeld();
+  }
+
+  /** The answer is whole: checked (truncated, `validate`) before it counts as one. */
+  async #attemptEnded(): Promise<void> {
+    const bad = await checkOutput([...this.#delivered, ...this.#held], this.#s.output!);
+    if (bad === undefined) this.#attemptSucceeded();
+    else await this.#attemptFailed(bad);
   }
 
   async #attemptFailed(error: unknown): Promise<void> {

@@ -48,6 +48,8 @@ const CODES: Readonly<Record<FailureKind, string>> = {
   auth: "PERMISSION_DENIED",
   not_found: "NOT_FOUND",
   content_filtered: "CONTENT_FILTERED",
+  truncated: "OUTPUT_TRUNCATED",
+  invalid_output: "INVALID_OUTPUT",
   cancelled: "CANCELLED",
   unknown: "INTERNAL",
 };
