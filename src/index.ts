@@ -37,16 +37,26 @@ export {
   type GiveUpReason,
   isBreakwaterError,
   ledgerOf,
+  OutputError,
+  type OutputIssue,
+  type OutputProblem,
   type PartialAnswer,
   type PartialResult,
   type PartialToolCall,
   partialOf,
+  RequestCheckError,
   reasonOf,
   tagError,
 } from "./core/errors.ts";
 export type { Failure, FailureKind } from "./core/failure.ts";
 export { type HeaderBag, readHeader } from "./core/headers.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
+export {
+  type OutputCheck,
+  type OutputOptions,
+  type StandardSchema,
+  TRUNCATED_FINISH,
+} from "./core/output.ts";
 export { redact } from "./core/redact.ts";
 export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after.ts";
 export type { Price, Usage } from "./core/usage.ts";

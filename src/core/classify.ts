@@ -7,7 +7,7 @@ import {
   TLS_CODE,
   WORDING,
 } from "./error-tables.ts";
-import { AttemptTimeoutError, OutputError } from "./errors.ts";
+import { AttemptTimeoutError, OutputError, RequestCheckError } from "./errors.ts";
 import { type Evidence, evidenceOf } from "./evidence.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
@@ -30,7 +30,10 @@ export function classify(error: unknown, nowMs: number = Date.now()): Failure {
 
 function classifyChain(chain: Obj[], nowMs: number): Failure {
   // Our own verdict on an answer the provider gave (rule 11): its kind, its problem.
-  const output = chain.find((e) => isA(e, OutputError)) as OutputError | undefined;
+  const output = chain.find((e) => isA(e, OutputError) || isA(e, RequestCheckError)) as
+    | OutputError
+    | RequestCheckError
+    | undefined;
   if (output !== undefined) return failure(output.kind, { code: output.problem });
   const early = connectionFailure(chain);
   if (early !== undefined) return early;

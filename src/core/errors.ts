@@ -124,6 +124,23 @@ export class BreakwaterError extends Error {
 
 export const isBreakwaterError = (e: unknown): e is BreakwaterError => isA(e, BreakwaterError);
 
+/**
+ * A request that cannot succeed, caught before it is sent (nothing spent): a transcript no
+ * provider accepts (a tool result without its call, a call left without its result), or an
+ * output allowance that leaves no room for the prompt in the model's context window.
+ */
+export class RequestCheckError extends Error {
+  override name = "BreakwaterRequestCheckError";
+  readonly kind: "invalid_request" | "context_exceeded";
+  readonly problem: "transcript" | "max-output";
+
+  constructor(problem: "transcript" | "max-output", message: string) {
+    super(message);
+    this.problem = problem;
+    this.kind = problem === "transcript" ? "invalid_request" : "context_exceeded";
+  }
+}
+
 /** What was wrong with an answer the provider gave: cut at the token limit, not JSON, not
  * its schema, a refusal, empty, or a check of yours that said no. */
 export type OutputProblem = "truncated" | "parse" | "schema" | "refusal" | "empty" | "check";

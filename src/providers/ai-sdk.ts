@@ -1,10 +1,20 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
-import type { CallOptions, Usage } from "../index.ts";
+import { type CallOptions, type OutputCheck, RequestCheckError, type Usage } from "../index.ts";
 import { aiSdkAnswer } from "./answers.ts";
+import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
 import { Continuer, type Lead, stripLead } from "./continuation.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 export interface AiSdkMiddlewareOptions extends AdapterOptions {
+  /** A truncated answer (finish reason "length") is an OutputError, never retried ("error"),
+   * or handed over as it came ("allow"). @default "error" */
+  truncation?: "error" | "allow";
+  /** Checks every answer's text before it counts (a Standard Schema, read as JSON; or a
+   * function): a failed check is retried within the call's attempts. */
+  validate?: OutputCheck;
+  /** The model's context window in tokens: a call whose `maxOutputTokens` leaves no room
+   * for its prompt fails before it is sent. */
+  contextTokens?: number;
   /** Opt-in: a stream that breaks after content goes on from the text so far, as one answer
    * (Anthropic models, which take a last assistant message as a prefill; elsewhere the break
    * ends the stream as usual). Never after a tool call, never past the deadline, the
@@ -98,15 +108,22 @@ export function breakwaterMiddleware(
   options: AiSdkMiddlewareOptions = {},
 ): LanguageModelV4Middleware {
   const p = asPolicy(options.policy);
+  const checks = { truncation: options.truncation ?? "error", validate: options.validate } as const;
   return {
     specificationVersion: "v4",
-    wrapGenerate: ({ params, model }) =>
-      p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
+    wrapGenerate: ({ params, model }) => {
+      const refused = checkPrompt(params, options.contextTokens);
+      if (refused !== undefined) return Promise.reject(refused); // nothing sent, nothing spent
+      return p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
         ...(params.abortSignal && { signal: params.abortSignal }),
         ...runFor(options),
         usage: aiSdkUsage,
-      }),
+        ...replyChecks(AI_SDK_CHECKS, checks, (r: unknown) => r),
+      });
+    },
     wrapStream: async ({ params, model }) => {
+      const refused = checkPrompt(params, options.contextTokens);
+      if (refused !== undefined) throw refused;
       let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
       const open = (prompt: typeof params.prompt, more: Partial<CallOptions> = {}) =>
         p.stream<LanguageModelV4StreamPart>(
@@ -130,6 +147,7 @@ export function breakwaterMiddleware(
             isContent: isAiSdkContent,
             answer: aiSdkAnswer,
             usage: aiSdkUsage,
+            ...streamChecks(AI_SDK_CHECKS, checks, (part: LanguageModelV4StreamPart) => part),
           },
         );
       const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
@@ -201,4 +219,57 @@ function goOn(
     }
     return part;
   };
+}
+
+/** How checks read the AI SDK: a generate result's text and unified finish reason; a
+ * stream's parts. */
+const AI_SDK_CHECKS: CheckDialect = {
+  reply: (json) => {
+    const r = json as Obj | null;
+    if (!r || !Array.isArray(r.content)) return undefined;
+    const text = r.content.map((c: Obj) => (c?.type === "text" ? c.text : "")).join("");
+    return { text, finish: r.finishReason?.unified ?? r.finishReason };
+  },
+  answer: aiSdkAnswer,
+};
+
+/** The prompt's transcript (every tool result answers a call just before it, every call is
+ * answered), and the output allowance against the context window. */
+function checkPrompt(
+  params: { prompt: unknown; maxOutputTokens?: number },
+  contextTokens: number | undefined,
+) {
+  const prompt: Obj[] = Array.isArray(params.prompt) ? params.prompt : [];
+  let open = new Set<string>();
+  for (const [i, m] of prompt.entries()) {
+    const parts: Obj[] = Array.isArray(m?.content) ? m.content : [];
+    if (m?.role === "tool") {
+      for (const part of parts.filter((x) => x?.type === "tool-result"))
+        if (!open.delete(part.toolCallId))
+          return new RequestCheckError(
+            "transcript",
+            `prompt[${i}] has a tool result for ${JSON.stringify(part.toolCallId)}, which no call just before made`,
+          );
+      continue;
+    }
+    if (open.size > 0)
+      return new RequestCheckError(
+        "transcript",
+        `prompt[${i}] comes before tool call ${JSON.stringify([...open][0])} was answered`,
+      );
+    open = new Set(
+      m?.role === "assistant"
+        ? parts.filter((x) => x?.type === "tool-call").map((x) => x.toolCallId)
+        : [],
+    );
+  }
+  const max = params.maxOutputTokens;
+  if (contextTokens === undefined || max === undefined) return undefined;
+  const floor = Math.floor(Buffer.byteLength(JSON.stringify(params.prompt)) / 8);
+  return max + floor > contextTokens
+    ? new RequestCheckError(
+        "max-output",
+        `the call allows ${max} output tokens, and its prompt is at least ${floor}: more than the model's ${contextTokens}-token context window`,
+      )
+    : undefined;
 }

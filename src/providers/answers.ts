@@ -72,7 +72,7 @@ export function responsesAnswer(events: readonly unknown[]): PartialAnswer {
       c.arguments = e.item.arguments ?? c.arguments;
       c.complete = true;
     } else if (e.type === "response.completed" || e.type === "response.incomplete")
-      finish = e.response?.status;
+      finish = e.response?.incomplete_details?.reason ?? e.response?.status;
   }
   return { text, toolCalls: calls.list(finish !== undefined), finish };
 }

@@ -1,6 +1,7 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
 import { anthropicAnswer } from "./answers.ts";
+import { anthropicTranscript } from "./checks.ts";
 import { rewrite, stripLead } from "./continuation.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
@@ -34,6 +35,17 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
 export const anthropicDialect: Dialect = {
   usage: anthropicUsage,
   answer: anthropicAnswer,
+  reply: (json) =>
+    isObject(json) && json.type === "message"
+      ? {
+          text: (Array.isArray(json.content) ? json.content : [])
+            .map((b: Obj) => (b?.type === "text" ? b.text : ""))
+            .join(""),
+          finish: json.stop_reason,
+        }
+      : undefined,
+  transcript: anthropicTranscript,
+  maxOutput: (body) => body.max_tokens,
   // Assistant prefill: the model goes on from the text so far.
   continueWith: (_url, body, prefix) => ({
     ...body,

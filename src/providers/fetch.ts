@@ -5,6 +5,8 @@ import {
   type GuardedStream,
   HttpError,
   ledgerOf,
+  type OutputCheck,
+  OutputError,
   type PartialAnswer,
   type Policy,
   partialOf,
@@ -13,13 +15,21 @@ import {
   tagError,
   type Usage,
 } from "../index.ts";
+import {
+  type CheckDialect,
+  type Checks,
+  checkRequest,
+  FailedAnswer,
+  replyChecks,
+  streamChecks,
+} from "./checks.ts";
 import { continuation, type Lead } from "./continuation.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 
 /** How to read one provider's answers. Every function is handed parsed JSON (undefined when
  * the body or event is not JSON). */
-export interface Dialect {
+export interface Dialect extends CheckDialect {
   /** Usage from a JSON answer or one stream event. */
   usage?(json: unknown): Partial<Usage> | undefined;
   /** A stream event that carries content (text, a tool call, reasoning): once one reached
@@ -68,16 +78,31 @@ export interface GuardedFetchOptions extends AdapterOptions {
    * never after a tool call, never past the deadline, the attempts or the admission.
    * @default false */
   continuation?: boolean;
+  /** A truncated answer (stopped at the token limit) is an OutputError, never retried
+   * ("error"), or handed over as it came ("allow"). @default "error" */
+  truncation?: "error" | "allow";
+  /** The model's context window in tokens: a request whose output allowance leaves no room
+   * for its prompt fails before it is sent. @default unchecked */
+  contextTokens?: number;
 }
 
 /** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
 const CALL = Symbol.for("breakwater.call");
 
+/** What one call of a wrapped client may carry. */
+export interface PerCall {
+  /** The run this call draws on. */
+  run?: Run;
+  /** Checks the answer's text before it counts (a Standard Schema, read as JSON; or a
+   * function): a failed check is retried within the call's attempts. */
+  validate?: OutputCheck;
+}
+
 /**
  * Per-call options for an SDK client wrapped by breakwater: pass as the request options
- * (`create(params, callOptions({ run }))`), or merge into yours.
+ * (`create(params, callOptions({ run, validate }))`), or merge into yours.
  */
-export function callOptions(o: { run?: Run }): {
+export function callOptions(o: PerCall): {
   fetchOptions: Omit<RequestInit, "headers" | "body" | "signal" | "method">;
 } {
   return { fetchOptions: { [CALL]: o } as RequestInit };
@@ -98,6 +123,11 @@ function check(o: GuardedFetchOptions): void {
       ms,
       "used with the undici package installed (npm install undici)",
     );
+  if (o.truncation !== undefined && o.truncation !== "error" && o.truncation !== "allow")
+    throw new ConfigError(OWNER, "truncation", o.truncation, '"error" or "allow"');
+  const ct = o.contextTokens;
+  if (ct !== undefined && !(Number.isInteger(ct) && ct > 0))
+    throw new ConfigError(OWNER, "contextTokens", ct, "a whole number of tokens > 0");
   if (o.continuation !== undefined && typeof o.continuation !== "boolean")
     throw new ConfigError(OWNER, "continuation", o.continuation, "true or false");
   const h = o.attemptHeader;
@@ -182,7 +212,7 @@ const STREAM_FLAG = /"stream"\s*:\s*true/;
 
 export interface Outgoing {
   url: string;
-  init: RequestInit & { [CALL]?: { run?: Run } };
+  init: RequestInit & { [CALL]?: PerCall };
   stream: boolean;
 }
 
@@ -299,13 +329,18 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object
     const req = outgoing(input, init, dialect);
-    const call = {
-      ...(init.signal && { signal: init.signal }),
-      ...runFor(options, req.init[CALL]?.run),
-    };
+    const own = req.init[CALL];
+    const call = { ...(init.signal && { signal: init.signal }), ...runFor(options, own?.run) };
+    const raw = req.init.body;
+    const refused =
+      dialect && typeof raw === "string"
+        ? checkRequest(dialect, req.url, raw, options.contextTokens)
+        : undefined;
+    if (refused !== undefined) return new FailedAnswer(refused); // nothing sent, nothing spent
+    const checks = { truncation: options.truncation ?? "error", validate: own?.validate } as const;
     return req.stream
-      ? streamed(p, req, call, send, dialect, options.continuation === true)
-      : unary(p, req, call, send, dialect);
+      ? streamed(p, req, call, send, dialect, checks, options.continuation === true)
+      : unary(p, req, call, send, dialect, checks);
   };
 }
 
@@ -319,30 +354,36 @@ async function unary(
   req: Outgoing,
   call: Call,
   send: Send,
-  dialect?: Dialect,
+  dialect: Dialect | undefined,
+  checks: Checks,
 ): Promise<Response> {
+  let last: Headers | undefined;
   try {
     const done = await p.execute(
-      async (ctx) => {
+      async (ctx): Promise<{ res: Response; usage?: Partial<Usage>; json?: unknown }> => {
         const res = await send(req, ctx.attempt, ctx.signal);
         if (!res.ok) throw await UpstreamAnswer.read(res);
-        if (
-          !dialect?.usage ||
-          !res.headers.get("content-type")?.includes("json") ||
-          res.body === null
-        )
-          return { res, usage: undefined };
+        last = res.headers;
+        if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
+          return { res };
         const text = await res.text(); // read inside the attempt: a body cut short is retried
         const json = text.length <= MAX_USAGE_BODY ? safeJson(text) : undefined;
         const init = { status: res.status, statusText: res.statusText, headers: res.headers };
-        return { res: new ReadResponse(text, init, json), usage: dialect.usage(json) };
+        return { res: new ReadResponse(text, init, json), usage: dialect.usage?.(json), json };
       },
-      { ...call, usage: (r) => (r as { usage?: Partial<Usage> }).usage },
+      {
+        ...call,
+        usage: (r) => (r as { usage?: Partial<Usage> }).usage,
+        ...(dialect && replyChecks(dialect, checks, (r: { json?: unknown }) => r.json)),
+      },
     );
     return done.res;
   } catch (error) {
     const answer = answerOf(error, undefined);
     if (answer !== undefined) return answer;
+    // A bad answer (truncated, invalid): the SDK's read of it rejects with the OutputError.
+    if (findCause(error, OutputError) !== undefined)
+      return tagged(new FailedAnswer(error, last), error);
     throw error;
   }
 }
@@ -377,6 +418,7 @@ export function openEvents(
   send: Send,
   dialect: Dialect | undefined,
   answered: (res: Response) => void,
+  checks?: Checks,
 ): GuardedStream<SseEvent> {
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
@@ -397,6 +439,7 @@ export function openEvents(
       ...(dialect?.answer && {
         answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
       }),
+      ...(dialect && checks && streamChecks(dialect, checks, (e: SseEvent) => e.json)),
       inspect: (e) => {
         if (errorMark?.test(e.raw) === false) return undefined;
         const error = dialect?.inBand?.(e.json, e);
@@ -412,13 +455,22 @@ async function streamed(
   call: Call,
   send: Send,
   dialect: Dialect | undefined,
+  checks: Checks,
   continuing: boolean,
 ): Promise<Response> {
   let current: Response | undefined;
   const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
-  const events = openEvents(p, req, call, send, dialect, (res) => {
-    current = res;
-  });
+  const events = openEvents(
+    p,
+    req,
+    call,
+    send,
+    dialect,
+    (res) => {
+      current = res;
+    },
+    checks,
+  );
   let first: IteratorResult<SseEvent>;
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte

@@ -32,6 +32,16 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
 export const googleDialect: Dialect = {
   usage: googleUsage,
   answer: googleAnswer,
+  reply: (json) => {
+    const cand = isObject(json) ? json.candidates?.[0] : undefined;
+    if (!isObject(cand)) return undefined;
+    const parts: Obj[] = Array.isArray(cand.content?.parts) ? cand.content.parts : [];
+    return {
+      text: parts.map((p) => (typeof p?.text === "string" && !p.thought ? p.text : "")).join(""),
+      finish: cand.finishReason,
+    };
+  },
+  maxOutput: (body) => body.generationConfig?.maxOutputTokens,
   marks: { usage: /usageMetadata/, error: /"error"/ },
   isContent: (json) => isGoogleContent(json),
   inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),

@@ -1,6 +1,7 @@
 import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
+import { chatTranscript } from "./checks.ts";
 import { rewrite, stripLead } from "./continuation.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
@@ -68,6 +69,15 @@ export function responsesInBand(event: unknown): unknown {
 
 const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
 
+/** The text of a Responses API response (what `output_text` joins). */
+function responsesText(r: Obj): string {
+  const parts: string[] = [];
+  for (const item of Array.isArray(r.output) ? r.output : [])
+    for (const c of Array.isArray(item?.content) ? item.content : [])
+      if (c?.type === "output_text" && typeof c.text === "string") parts.push(c.text);
+  return parts.join("");
+}
+
 /** How breakwater reads OpenAI's answers: chat completions, the Responses API, legacy
  * completions and embeddings, JSON or streamed. */
 export function openaiDialect(includeUsage = true): Dialect {
@@ -87,6 +97,24 @@ export function openaiDialect(includeUsage = true): Dialect {
       events.some((e) => isObject(e) && typeof e.type === "string")
         ? responsesAnswer(events)
         : chatAnswer(events),
+    reply: (json) => {
+      if (!isObject(json)) return undefined;
+      if (json.object === "response")
+        return {
+          text: responsesText(json),
+          finish: json.incomplete_details?.reason ?? json.status,
+        };
+      const choice = json.choices?.[0];
+      if (!isObject(choice)) return undefined;
+      return {
+        text: choice.message?.content ?? choice.text,
+        finish: choice.finish_reason,
+        refusal: choice.message?.refusal ?? undefined,
+      };
+    },
+    transcript: (url, body) =>
+      url.endsWith("/chat/completions") ? chatTranscript(url, body) : undefined,
+    maxOutput: (body) => body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens,
     // OpenAI-compatible servers with an assistant prefix (DeepSeek, Mistral): chat only.
     continueWith: (url, body, prefix) =>
       url.endsWith("/chat/completions")

@@ -4,7 +4,14 @@ import type { ErrorName } from "./script.ts";
 export interface Dialect {
   /** The error body for `status` in this provider's shape. */
   error(status: number, name: ErrorName, message: string, retryAfterS?: number): unknown;
-  json(model: string, text: string, input: number, output: number): unknown;
+  json(
+    model: string,
+    text: string,
+    input: number,
+    output: number,
+    stop?: Stop,
+    refusal?: string,
+  ): unknown;
   /** Frames before the first content delta. */
   start(model: string, input: number): string[];
   delta(
@@ -15,13 +22,7 @@ export interface Dialect {
     checkpoint?: string,
   ): string;
   /** Frames after the last delta; `tools`: the answer ended with tool calls. */
-  end(
-    model: string,
-    input: number,
-    output: number,
-    includeUsage: boolean,
-    tools?: boolean,
-  ): string[];
+  end(model: string, input: number, output: number, includeUsage: boolean, stop?: Stop): string[];
   /** A tool call streamed after the text: its opening frames, one piece of its arguments,
    * its closing frames. Dialects without it stream text only. */
   tool?: ToolFrames;
@@ -30,6 +31,10 @@ export interface Dialect {
   /** What the provider sends to keep a quiet stream open. */
   keepalive?(): string;
 }
+
+/** How an answer ended, when not as a plain finished text: with tool calls, or cut at the
+ * token limit. */
+export type Stop = "tools" | "length";
 
 export interface ToolFrames {
   open(model: string, index: number, name: string): string[];
@@ -93,7 +98,7 @@ export const openai: Dialect = {
     const [type, code] = OPENAI_CODES[name];
     return { error: { message, type, param: name === "context_length" ? "messages" : null, code } };
   },
-  json(model, text, input, output) {
+  json(model, text, input, output, stop, refusal) {
     return {
       id: id("chatcmpl-"),
       object: "chat.completion",
@@ -102,9 +107,13 @@ export const openai: Dialect = {
       choices: [
         {
           index: 0,
-          message: { role: "assistant", content: text, refusal: null },
+          message: {
+            role: "assistant",
+            content: refusal === undefined ? text : null,
+            refusal: refusal ?? null,
+          },
           logprobs: null,
-          finish_reason: "stop",
+          finish_reason: stop === "length" ? "length" : "stop",
         },
       ],
       usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
@@ -139,8 +148,9 @@ export const openai: Dialect = {
       sse(chunk(model, { tool_calls: [{ index, function: { arguments: piece } }] }, null)),
     close: () => [],
   },
-  end(model, input, output, includeUsage, tools) {
-    const frames = [sse(chunk(model, {}, tools ? "tool_calls" : "stop"))];
+  end(model, input, output, includeUsage, stop) {
+    const finish = stop === "tools" ? "tool_calls" : stop === "length" ? "length" : "stop";
+    const frames = [sse(chunk(model, {}, finish))];
     if (includeUsage) {
       frames.push(
         sse({
@@ -181,14 +191,15 @@ const responseObject = (
   object: "response",
   created_at: Math.floor(Date.now() / 1000),
   status,
+  ...(status === "incomplete" && { incomplete_details: { reason: "max_output_tokens" } }),
   model,
   output:
-    status === "completed"
+    status === "completed" || status === "incomplete"
       ? [
           {
             type: "message",
             id: "msg_fault",
-            status: "completed",
+            status,
             role: "assistant",
             content: [{ type: "output_text", text, annotations: [] }],
           },
@@ -202,8 +213,15 @@ const responseObject = (
 /** OpenAI Responses API: `response.*` events, usage in `response.completed`, `error` events. */
 export const openaiResponses: Dialect = {
   error: openai.error,
-  json(model, text, input, output) {
-    return responseObject(model, "completed", text, input, output, true);
+  json(model, text, input, output, stop) {
+    return responseObject(
+      model,
+      stop === "length" ? "incomplete" : "completed",
+      text,
+      input,
+      output,
+      true,
+    );
   },
   start(model) {
     sequence = 0;
@@ -257,15 +275,17 @@ export const openaiResponses: Dialect = {
       "response.output_text.delta",
     );
   },
-  end(model, input, output) {
+  end(model, input, output, _usage, stop) {
+    const type = stop === "length" ? "response.incomplete" : "response.completed";
+    const status = stop === "length" ? "incomplete" : "completed";
     return [
       sse(
         {
-          type: "response.completed",
+          type,
           sequence_number: sequence++,
-          response: responseObject(model, "completed", "", input, output, true),
+          response: responseObject(model, status, "", input, output, true),
         },
-        "response.completed",
+        type,
       ),
     ];
   },
@@ -305,14 +325,14 @@ export const anthropic: Dialect = {
       name === "context_length" ? "prompt is too long: 250000 tokens > 200000 maximum" : message;
     return { type: "error", error: { type: ANTHROPIC_TYPES[name], message: text } };
   },
-  json(model, text, input, output) {
+  json(model, text, input, output, stop) {
     return {
       id: id("msg_"),
       type: "message",
       role: "assistant",
       model,
       content: [{ type: "text", text }],
-      stop_reason: "end_turn",
+      stop_reason: stop === "length" ? "max_tokens" : "end_turn",
       stop_sequence: null,
       usage: { input_tokens: input, output_tokens: output },
     };
@@ -369,13 +389,17 @@ export const anthropic: Dialect = {
       sse({ type: "content_block_stop", index: index + 1 }, "content_block_stop"),
     ],
   },
-  end(_model, _input, output, _usage, tools) {
+  end(_model, _input, output, _usage, stop) {
+    const tools = stop === "tools";
     return [
       ...(tools ? [] : [sse({ type: "content_block_stop", index: 0 }, "content_block_stop")]),
       sse(
         {
           type: "message_delta",
-          delta: { stop_reason: tools ? "tool_use" : "end_turn", stop_sequence: null },
+          delta: {
+            stop_reason: tools ? "tool_use" : stop === "length" ? "max_tokens" : "end_turn",
+            stop_sequence: null,
+          },
           usage: { output_tokens: output },
         },
         "message_delta",
@@ -440,11 +464,10 @@ export const gemini: Dialect = {
       },
     };
   },
-  json(model, text, input, output) {
+  json(model, text, input, output, stop) {
+    const finishReason = stop === "length" ? "MAX_TOKENS" : "STOP";
     return {
-      candidates: [
-        { content: { parts: [{ text }], role: "model" }, finishReason: "STOP", index: 0 },
-      ],
+      candidates: [{ content: { parts: [{ text }], role: "model" }, finishReason, index: 0 }],
       usageMetadata: {
         promptTokenCount: input,
         candidatesTokenCount: output,
@@ -473,12 +496,11 @@ export const gemini: Dialect = {
       modelVersion: model,
     });
   },
-  end(model, input, output) {
+  end(model, input, output, _usage, stop) {
+    const finishReason = stop === "length" ? "MAX_TOKENS" : "STOP";
     return [
       sse({
-        candidates: [
-          { content: { parts: [{ text: "" }], role: "model" }, finishReason: "STOP", index: 0 },
-        ],
+        candidates: [{ content: { parts: [{ text: "" }], role: "model" }, finishReason, index: 0 }],
         usageMetadata: {
           promptTokenCount: input,
           candidatesTokenCount: output,

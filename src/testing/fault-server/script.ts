@@ -82,6 +82,11 @@ export interface FaultRule {
   workMs?: number;
   /** The answer's text (default: the script's `text`). */
   text?: string;
+  /** The answer stops at the token limit (OpenAI "length", Anthropic "max_tokens", Gemini
+   * "MAX_TOKENS", the Responses API "incomplete"). */
+  finish?: "length";
+  /** OpenAI chat: the model refuses, with this text (`message.refusal`, no content). */
+  refusal?: string;
   /** Streams: tool calls after the text (OpenAI chat, Anthropic), their arguments sent in
    * pieces of 8 characters, each piece a chunk that `stream.after` counts. */
   toolCalls?: { name: string; arguments: string }[];
@@ -137,6 +142,8 @@ const RULE = record<FaultRule>({
   workMs: num(0, 3_600_000),
   text,
   toolCalls: list(record<{ name: string; arguments: string }>({ name: text, arguments: text })),
+  finish: oneOf(["length"] as const),
+  refusal: text,
 });
 
 const ruleField: Field<FaultRule> = (x, at, owner) => {

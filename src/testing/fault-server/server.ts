@@ -520,7 +520,15 @@ class FaultServerImpl {
     }
     this.#bill(input, output);
     settle(this.#stats, arrival, "200");
-    this.#send(res, 200, dialect.json(r.model || "fault-model", text, input, output));
+    const answer = dialect.json(
+      r.model || "fault-model",
+      text,
+      input,
+      output,
+      rule.finish,
+      rule.refusal,
+    );
+    this.#send(res, 200, answer);
   }
 
   async #stream(
@@ -578,6 +586,7 @@ class FaultServerImpl {
       );
     }
     const tools = dialect.tool !== undefined && (rule.toolCalls?.length ?? 0) > 0;
+    const stop = rule.finish === "length" ? "length" : tools ? "tools" : undefined;
     if (fault) {
       if (fault.action === "cut") {
         settle(this.#stats, arrival, "cut");
@@ -593,7 +602,7 @@ class FaultServerImpl {
       }
       return;
     }
-    for (const f of dialect.end(model, input, sent, r.includeUsage, tools)) res.write(f);
+    for (const f of dialect.end(model, input, sent, r.includeUsage, stop)) res.write(f);
     settle(this.#stats, arrival, "200");
     res.end();
   }

@@ -1,0 +1,175 @@
+import {
+  type OutputCheck,
+  OutputError,
+  type OutputOptions,
+  type PartialAnswer,
+  RequestCheckError,
+  TRUNCATED_FINISH,
+} from "../index.ts";
+
+type Obj = Record<string, any>;
+const isObj = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** A whole (non-streamed) answer as a dialect reads it. */
+export interface Reply {
+  readonly text?: string | undefined;
+  readonly finish?: string | undefined;
+  readonly refusal?: string | undefined;
+}
+
+/** What a provider's request and answers say, for the checks before and after a call. */
+export interface CheckDialect {
+  /** A JSON answer's text, finish reason and refusal. */
+  reply?(json: unknown): Reply | undefined;
+  /** The answer so far of a stream. */
+  answer?(events: readonly unknown[]): PartialAnswer;
+  /** What is wrong with the request's transcript, if anything. */
+  transcript?(url: string, body: Obj): string | undefined;
+  /** The output tokens the request allows. */
+  maxOutput?(body: Obj): number | undefined;
+}
+
+/** How an adapter checks answers: truncation as an error (the default) or not, and the
+ * call's own `validate`. */
+export interface Checks {
+  readonly truncation: "error" | "allow";
+  readonly validate: OutputCheck | undefined;
+}
+
+/** The text a schema or check reads: a refusal is an invalid answer where one is wanted. */
+function textOf(reply: Reply | undefined, validating: boolean): string | undefined {
+  if (validating && reply?.refusal)
+    throw new OutputError("refusal", `the model refused: ${reply.refusal}`, {
+      text: reply.refusal,
+    });
+  return reply?.text;
+}
+
+/** Output options over one whole answer (`json` reads it off the result), or undefined
+ * when nothing is checked. */
+export function replyChecks<R>(
+  dialect: CheckDialect,
+  c: Checks,
+  json: (r: R) => unknown,
+): OutputOptions<R> | undefined {
+  const read = dialect.reply;
+  if (read === undefined || (c.truncation === "allow" && c.validate === undefined))
+    return undefined;
+  return {
+    answerOf: (r) => textOf(read(json(r)), c.validate !== undefined),
+    truncated: (r) => c.truncation === "error" && TRUNCATED_FINISH.has(read(json(r))?.finish ?? ""),
+    ...(c.validate !== undefined && { validate: c.validate }),
+  };
+}
+
+/** Output options over a stream's events (parsed), or undefined when nothing is checked. */
+export function streamChecks<E>(
+  dialect: CheckDialect,
+  c: Checks,
+  json: (e: E) => unknown,
+): OutputOptions<readonly E[]> | undefined {
+  const answer = dialect.answer;
+  if (answer === undefined || (c.truncation === "allow" && c.validate === undefined))
+    return undefined;
+  const read = (events: readonly E[]) => answer(events.map(json));
+  return {
+    answerOf: (events) => read(events).text,
+    truncated: (events) =>
+      c.truncation === "error" && TRUNCATED_FINISH.has(read(events).finish ?? ""),
+    ...(c.validate !== undefined && { validate: c.validate }),
+  };
+}
+
+/** A lower bound on a request's prompt tokens: no tokenizer packs more than 8 bytes into one
+ * token of ordinary text, so this never overstates. */
+const promptFloor = (body: string) => Math.floor(Buffer.byteLength(body) / 8);
+
+/** What makes a request fail for sure, found before it is sent (nothing spent). */
+export function checkRequest(
+  dialect: CheckDialect,
+  url: string,
+  raw: string,
+  contextTokens: number | undefined,
+): RequestCheckError | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    return undefined; // not ours to judge
+  }
+  if (!isObj(body)) return undefined;
+  const broken = dialect.transcript?.(url, body);
+  if (broken !== undefined) return new RequestCheckError("transcript", broken);
+  const max = dialect.maxOutput?.(body);
+  if (contextTokens === undefined || max === undefined) return undefined;
+  const floor = promptFloor(raw);
+  if (max + floor <= contextTokens) return undefined;
+  return new RequestCheckError(
+    "max-output",
+    `the request allows ${max} output tokens, and its prompt is at least ${floor}: more than the model's ${contextTokens}-token context window`,
+  );
+}
+
+/** OpenAI chat: every tool message answers a call of the assistant message before it, and
+ * every call is answered before the conversation goes on. */
+export function chatTranscript(_url: string, body: Obj): string | undefined {
+  const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
+  let open = new Set<string>();
+  for (const [i, m] of messages.entries()) {
+    if (!isObj(m)) continue;
+    if (m.role === "tool") {
+      if (!open.delete(m.tool_call_id))
+        return `messages[${i}] answers tool call ${JSON.stringify(m.tool_call_id)}, which no earlier assistant message made`;
+      continue;
+    }
+    if (open.size > 0)
+      return `messages[${i}] comes before tool call ${JSON.stringify([...open][0])} was answered`;
+    open = new Set(
+      m.role === "assistant" && Array.isArray(m.tool_calls)
+        ? m.tool_calls.map((c: Obj) => c?.id)
+        : [],
+    );
+  }
+  return undefined;
+}
+
+/** Anthropic: every `tool_result` answers a `tool_use` of the assistant turn just before, and
+ * every `tool_use` is answered in the user turn that follows. */
+export function anthropicTranscript(_url: string, body: Obj): string | undefined {
+  const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
+  let open = new Set<string>();
+  for (const [i, m] of messages.entries()) {
+    if (!isObj(m)) continue;
+    const blocks: Obj[] = Array.isArray(m.content) ? m.content.filter(isObj) : [];
+    if (m.role === "user") {
+      for (const b of blocks.filter((b) => b.type === "tool_result"))
+        if (!open.delete(b.tool_use_id))
+          return `messages[${i}] has a tool_result for ${JSON.stringify(b.tool_use_id)}, which the assistant turn before did not call`;
+      if (open.size > 0)
+        return `messages[${i}] leaves tool_use ${JSON.stringify([...open][0])} without its tool_result`;
+      continue;
+    }
+    open = new Set(blocks.filter((b) => b.type === "tool_use").map((b) => b.id));
+  }
+  return undefined;
+}
+
+/** An answer that stands for an error the SDK raises as it is: reading it rejects with it. */
+export class FailedAnswer extends Response {
+  readonly #error: unknown;
+  constructor(error: unknown, headers?: Headers) {
+    // A body that errors too, for an SDK that reads a stream from it.
+    const body = new ReadableStream<Uint8Array>({ pull: (c) => c.error(error) });
+    super(body, { status: 200, headers: headers ?? { "content-type": "application/json" } });
+    this.#error = error;
+  }
+  override json(): Promise<any> {
+    return Promise.reject(this.#error);
+  }
+  override text(): Promise<string> {
+    return Promise.reject(this.#error);
+  }
+  override arrayBuffer(): Promise<ArrayBuffer> {
+    return Promise.reject(this.#error);
+  }
+}
