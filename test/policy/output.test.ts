@@ -223,7 +223,11 @@ describe("output checks on streams: at the end, before the answer counts", () =>
     const clock = new VirtualClock();
     const p = policy({ clock, maxAttempts: 3 });
     let n = 0;
-    const s = p.stream(() => (n++, chunks(words("the refund is done", "length"))), {
+    const open = () => {
+      n++;
+      return chunks(words("the refund is done", "length"));
+    };
+    const s = p.stream(open, {
       ...streamRead,
       validate: Refund,
     });
