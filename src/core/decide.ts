@@ -27,6 +27,8 @@ export interface RetryRules {
   readonly backoff: Backoff;
   readonly retryAfterMaxMs: number;
   readonly retryAfterJitterMs: number;
+  /** A hint beyond the cap: give up (backpressure) or wait the cap. */
+  readonly retryAfterBeyondMax: "give-up" | "wait-max";
   /** [0, 1); drawn once, when a retry's wait is computed. */
   readonly random: () => number;
 }
@@ -78,10 +80,14 @@ function waitFor(s: RetryState, f: Failure, r: RetryRules): number {
 export function decide(s: RetryState, f: Failure, now: number, r: RetryRules): Verdict {
   const early = settled(s, f, r);
   if (early !== undefined) return early;
-  const hint = f.retryAfterMs;
-  // A hint beyond the cap is backpressure: give up now, do not sleep it.
-  if (hint !== undefined && hint > r.retryAfterMaxMs) return stop("retry-after-too-long", hint);
-  const delayMs = waitFor(s, f, r);
+  let hint = f.retryAfterMs;
+  if (hint !== undefined && hint > r.retryAfterMaxMs) {
+    // A hint beyond the cap is backpressure: give up now, do not sleep it (or, when asked
+    // to, wait the cap and try).
+    if (r.retryAfterBeyondMax === "give-up") return stop("retry-after-too-long", hint);
+    hint = r.retryAfterMaxMs;
+  }
+  const delayMs = waitFor(s, hint === f.retryAfterMs ? f : { ...f, retryAfterMs: hint }, r);
   if (now + delayMs >= s.deadline.at) return stop(s.deadline.by, hint);
   if (s.runRefusal !== undefined) return stop(s.runRefusal);
   return { retry: true, delayMs };

@@ -90,13 +90,31 @@ export class Validator {
   /** Rejects keys the owner does not know: a typo must not silently mean "default". */
   known(option: string, v: Record<string, unknown>, keys: readonly string[]): void {
     for (const k of Object.keys(v)) {
-      if (!keys.includes(k) && v[k] !== undefined)
-        this.fail(option ? `${option}.${k}` : k, v[k], `a known option (${keys.join(", ")})`);
+      if (keys.includes(k) || v[k] === undefined) continue;
+      const meant = MEANT[k];
+      const hint = meant !== undefined && keys.includes(meant.key) ? `; ${meant.why}` : "";
+      this.fail(option ? `${option}.${k}` : k, v[k], `a known option (${keys.join(", ")})${hint}`);
     }
   }
 }
 
 export const validator = (owner: string): Validator => new Validator(owner);
+
+/** Names other libraries use, and what they are here (they count differently). */
+const MEANT: Readonly<Record<string, { key: string; why: string }>> = {
+  retries: {
+    key: "maxAttempts",
+    why: "breakwater counts attempts, the first included: p-retry's retries: 2 is maxAttempts: 3",
+  },
+  maxRetries: {
+    key: "maxAttempts",
+    why: "breakwater counts attempts, the first included: an SDK's maxRetries: 2 is maxAttempts: 3",
+  },
+  maxRetryAfter: {
+    key: "retryAfter",
+    why: 'use retryAfter: { maxMs, beyondMax } ("give-up" by default; "wait-max" waits the cap like ky)',
+  },
+};
 
 /** One option's rule: reads the given value (undefined when absent) and returns the
  * resolved one, or fails naming the option. */

@@ -50,11 +50,13 @@ export interface PolicyOptions {
   /** The wait when the server gives no hint: options for the built-in full-jitter
    * exponential backoff, or your own `Backoff`. @default { baseMs: 500, capMs: 8000 } */
   backoff?: BackoffOptions | Backoff;
-  /** Retry-After is honoured up to `maxMs` (default 30 000); beyond it the call gives up
-   * at once with reason `retry-after-too-long`. The wait is U(hint, 2·hint), the extra
-   * capped at `jitterMs` (default 10 000), so clients told the same reset time do not
-   * return together. */
-  retryAfter?: { maxMs?: number; jitterMs?: number };
+  /** Retry-After is honoured up to `maxMs` (default 30 000). Beyond it, `beyondMax` says
+   * what happens: "give-up" (the default: the call ends at once with reason
+   * `retry-after-too-long`, the server's backpressure respected) or "wait-max" (wait
+   * `maxMs` and retry, as ky's `maxRetryAfter` does). The wait is U(hint, 2·hint), the
+   * extra capped at `jitterMs` (default 10 000), so clients told the same reset time do
+   * not return together. */
+  retryAfter?: { maxMs?: number; jitterMs?: number; beyondMax?: "give-up" | "wait-max" };
   /** Each attempt's own timeout, in ms. @default none */
   attemptTimeoutMs?: number;
   /** The logical call's deadline in ms, set when it starts. @default none */
@@ -150,6 +152,7 @@ const SPEC = {
   retryAfter: opt.object({
     maxMs: opt.num(0, MAX_DELAY_MS, 30_000),
     jitterMs: opt.num(0, MAX_DELAY_MS, 10_000),
+    beyondMax: opt.oneOf(["give-up", "wait-max"] as const, "give-up"),
   }),
   attemptTimeoutMs: timeout,
   deadlineMs: timeout,
@@ -201,6 +204,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
     retryAfterMaxMs: retryAfter.maxMs,
     retryAfterJitterMs: retryAfter.jitterMs,
+    retryAfterBeyondMax: retryAfter.beyondMax,
     budget: admissionOf(budget, time, random),
     breaker:
       isBreaker(breaker) || breaker === undefined

@@ -9,6 +9,7 @@ const rules = (over: Partial<RetryRules> = {}): RetryRules => ({
   backoff: backoff({ baseMs: 500, capMs: 8_000 }),
   retryAfterMaxMs: 30_000,
   retryAfterJitterMs: 1_000,
+  retryAfterBeyondMax: "give-up",
   random: () => 0.5,
   ...over,
 });
@@ -199,5 +200,21 @@ describe("decide: the retry decision as a pure function", () => {
         expect(Number.isFinite(v.delayMs)).toBe(true);
       }
     }
+  });
+
+  it("a hint beyond the cap: backpressure by default; 'wait-max' waits the cap and retries", () => {
+    const f = failure("rate_limited", { retryAfterMs: 120_000 });
+    expect(decide(state(), f, 0, rules())).toEqual({
+      retry: false,
+      reason: "retry-after-too-long",
+      retryAfterMs: 120_000,
+    });
+    const v = decide(
+      state(),
+      f,
+      0,
+      rules({ retryAfterBeyondMax: "wait-max", retryAfterJitterMs: 0 }),
+    );
+    expect(v).toEqual({ retry: true, delayMs: 30_000 });
   });
 });

@@ -383,6 +383,15 @@ describe("policy.execute", () => {
     expect(() => policy({ onRetry: 5 as never })).toThrow(/"onRetry" must be a function; got 5/);
     expect(() => policy({ clock: {} as never })).toThrow(/"clock" must be a Clock/);
     expect(() => policy({ maxAtempts: 3 } as never)).toThrow(/"maxAtempts" must be a known option/);
+    // Names from other libraries count differently here: the error says how.
+    expect(() => policy({ retries: 2 } as never)).toThrow(/p-retry's retries: 2 is maxAttempts: 3/);
+    expect(() => policy({ maxRetries: 2 } as never)).toThrow(/maxRetries: 2 is maxAttempts: 3/);
+    expect(() => policy({ maxRetryAfter: 60_000 } as never)).toThrow(
+      /"wait-max" waits the cap like ky/,
+    );
+    expect(() => policy({ retryAfter: { beyondMax: "cap" } as never })).toThrow(
+      /"retryAfter.beyondMax" must be one of/,
+    );
     expect(() => policy({ budget: { maxTokens: -1 } })).toThrow(/RetryBudget: option "maxTokens"/);
     expect(() => policy({ prices: { m: { inputPerMillion: -1, outputPerMillion: 1 } } })).toThrow(
       /"prices.m.inputPerMillion"/,

@@ -1,0 +1,108 @@
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import ts from "typescript";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, "../..");
+/** Inside the package (not under node_modules, where Node strips no types), so `import
+ * "breakwater/..."` resolves to it (self-reference), to its
+ * sources through the `breakwater-source` export condition. */
+const DIR = join(ROOT, ".doctest");
+
+interface Block {
+  readonly line: number;
+  readonly code: string;
+  readonly file: string;
+}
+
+/** Every TypeScript block of the README, in order, with the line it starts on. */
+function blocks(): Block[] {
+  const text = readFileSync(join(ROOT, "README.md"), "utf8");
+  const out: Block[] = [];
+  for (const m of text.matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
+    const line = text.slice(0, m.index).split("\n").length;
+    out.push({ line, code: m[1]!, file: join(DIR, `readme-${line}.ts`) });
+  }
+  return out;
+}
+
+const BLOCKS = blocks();
+
+/** Type errors of all the blocks, as one program (module resolution as a consumer's). */
+function typeErrors(): Map<string, string[]> {
+  const program = ts.createProgram(
+    BLOCKS.map((b) => b.file),
+    {
+      target: ts.ScriptTarget.ES2023,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      customConditions: ["breakwater-source"],
+      allowImportingTsExtensions: true,
+      noEmit: true,
+      strict: true,
+      skipLibCheck: true,
+      types: ["node"],
+    },
+  );
+  const out = new Map<string, string[]>();
+  for (const d of ts.getPreEmitDiagnostics(program)) {
+    const file = d.file?.fileName ?? "";
+    const at =
+      d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0;
+    const list = out.get(file) ?? [];
+    list.push(`line ${at}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+    out.set(file, list);
+  }
+  return out;
+}
+
+describe("every TypeScript block in the README compiles and runs", () => {
+  let server: FaultServer;
+  let errors: Map<string, string[]>;
+  beforeAll(async () => {
+    rmSync(DIR, { recursive: true, force: true });
+    mkdirSync(DIR, { recursive: true });
+    for (const b of BLOCKS) writeFileSync(b.file, `${b.code}\nexport {};\n`);
+    errors = typeErrors();
+    server = await startFaultServer();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("there are blocks to check", () => {
+    expect(BLOCKS.length).toBeGreaterThanOrEqual(15);
+  });
+
+  it.each(BLOCKS.map((b) => [b.line, b] as const))(
+    "README.md:%i",
+    { timeout: 30_000 },
+    async (_line, block) => {
+      expect(errors.get(block.file) ?? [], "type errors").toEqual([]);
+      server.setScript({});
+      // The SDKs read their endpoints from the environment: here, the fault server.
+      const env = {
+        ...process.env,
+        OPENAI_BASE_URL: `${server.url}/v1`,
+        OPENAI_API_KEY: "sk-doc-test",
+        ANTHROPIC_BASE_URL: server.url,
+        ANTHROPIC_API_KEY: "sk-ant-doc-test",
+        GOOGLE_GEMINI_BASE_URL: server.url,
+        GEMINI_API_KEY: "doc-test",
+        PAYMENTS_URL: `${server.url}/tools`,
+        NODE_NO_WARNINGS: "1",
+      };
+      const r = await run(process.execPath, ["--conditions=breakwater-source", block.file], {
+        cwd: DIR,
+        env,
+        timeout: 25_000,
+      }).catch((e: { code?: number; stdout?: string; stderr?: string }) => e);
+      expect(r.stderr ?? "", "stderr").toBe("");
+      expect((r as { code?: number }).code, "exit code").toBeUndefined();
+    },
+  );
+});
