@@ -29,12 +29,14 @@ export interface AuditClients {
   langchain?: { caller?: { maxRetries?: number } };
 }
 
+/** One retry layer as `audit` reports it: its attempts and its longest total wait. */
 export interface AuditLayer {
   name: string;
   attempts: number;
   worstWaitMs: number;
 }
 
+/** What `audit` found: the layers, what they multiply to, and the SDKs still retrying. */
 export interface AuditReport {
   layers: AuditLayer[];
   /** The product of every layer's attempts: requests one logical call can send. */

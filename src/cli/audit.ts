@@ -1,5 +1,5 @@
-import { parseArgs } from "node:util";
 import { audit, type LayerSpec } from "../index.ts";
+import { integer, parse, UsageError } from "./args.ts";
 
 export const AUDIT_USAGE = `usage: breakwater audit --layers caller:2,decorator:3,sdk:5[:baseMs] [--openai-max-retries N]
                        [--anthropic-max-retries N] [--ai-sdk-max-retries N]
@@ -8,16 +8,12 @@ Multiplies the retry layers around one call: the worst-case requests per logical
 the worst-case time spent waiting, outer layer first; flags SDKs whose retries are still on.`;
 
 export function auditCommand(argv: string[], out: (s: string) => void): number {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      layers: { type: "string" },
-      "openai-max-retries": { type: "string" },
-      "anthropic-max-retries": { type: "string" },
-      "ai-sdk-max-retries": { type: "string" },
-      help: { type: "boolean" },
-    },
-    strict: true,
+  const values = parse("audit", argv, {
+    layers: { type: "string" },
+    "openai-max-retries": { type: "string" },
+    "anthropic-max-retries": { type: "string" },
+    "ai-sdk-max-retries": { type: "string" },
+    help: { type: "boolean", short: "h" },
   });
   if (values.help) {
     out(AUDIT_USAGE);
@@ -25,10 +21,7 @@ export function auditCommand(argv: string[], out: (s: string) => void): number {
   }
   const retries = (name: string, v: string | undefined) => {
     if (v === undefined) return undefined;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0)
-      throw new TypeError(`--${name} must be an integer >= 0; got ${v}`);
-    return { maxRetries: n };
+    return { maxRetries: integer(name, v, 0, 0, 1_000) };
   };
   const clients = {
     ...(values["openai-max-retries"] !== undefined && {
@@ -68,12 +61,12 @@ export function parseLayers(text: string): LayerSpec[] {
       const [name, attempts, base] = s.split(":");
       const n = Number(attempts);
       if (!name || !Number.isInteger(n) || n < 1)
-        throw new TypeError(
+        throw new UsageError(
           `--layers: "${s}" must be name:attempts[:baseMs] with attempts an integer >= 1`,
         );
       const baseMs = base === undefined ? undefined : Number(base);
       if (baseMs !== undefined && !(baseMs >= 0))
-        throw new TypeError(`--layers: "${s}": baseMs must be a number >= 0`);
+        throw new UsageError(`--layers: "${s}": baseMs must be a number >= 0`);
       return { name, attempts: n, ...(baseMs !== undefined && { backoff: { baseMs } }) };
     });
 }

@@ -1,6 +1,5 @@
-import { readFile } from "node:fs/promises";
-import { parseArgs } from "node:util";
-import { startFaultServer } from "../testing/index.ts";
+import { type FaultScript, startFaultServer } from "../testing/index.ts";
+import { integer, parse, readNamed, UsageError } from "./args.ts";
 
 export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json]
 
@@ -13,27 +12,30 @@ export async function faultServerCommand(
   argv: string[],
   out: (s: string) => void,
 ): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      port: { type: "string" },
-      host: { type: "string" },
-      script: { type: "string" },
-      help: { type: "boolean" },
-    },
-    strict: true,
+  const values = parse("fault-server", argv, {
+    port: { type: "string" },
+    host: { type: "string" },
+    script: { type: "string" },
+    help: { type: "boolean", short: "h" },
   });
   if (values.help) {
     out(FAULT_SERVER_USAGE);
     return 0;
   }
-  const port = values.port === undefined ? 8787 : Number(values.port);
-  const script =
-    values.script === undefined ? undefined : JSON.parse(await readFile(values.script, "utf8"));
+  const port = integer("port", values.port, 8787, 0, 65_535);
+  const host = values.host;
+  if (host !== undefined && !["127.0.0.1", "::1", "localhost"].includes(host))
+    throw new UsageError(
+      `--host must be 127.0.0.1, ::1 or localhost (loopback only); got ${JSON.stringify(host)}`,
+    );
+  const script = values.script === undefined ? undefined : await readScript(values.script);
   const server = await startFaultServer({
     port,
-    script,
-    ...(values.host && { host: values.host as "127.0.0.1" }),
+    ...(script !== undefined && { script }),
+    ...(host && { host: host as "127.0.0.1" }),
+  }).catch((error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new UsageError(values.script ? `--script ${values.script}: ${message}` : message);
   });
   out(`fault server listening on ${server.url}`);
   out(`  OpenAI:    ${server.url}/v1   Anthropic: ${server.url}   Gemini: ${server.url}`);
@@ -44,4 +46,14 @@ export async function faultServerCommand(
   });
   await server.close();
   return 0;
+}
+
+/** A script file: JSON, named in the error when it is not. */
+async function readScript(file: string): Promise<FaultScript> {
+  const text = await readNamed("script", file);
+  try {
+    return JSON.parse(text) as FaultScript;
+  } catch (error) {
+    throw new UsageError(`--script ${file}: not JSON (${(error as Error).message})`);
+  }
 }

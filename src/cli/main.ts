@@ -1,10 +1,17 @@
 #!/usr/bin/env node
+import { readFileSync } from "node:fs";
+import { parse, UsageError } from "./args.ts";
 import { AUDIT_USAGE, auditCommand } from "./audit.ts";
 import { demo } from "./demo.ts";
 import { FAULT_SERVER_USAGE, faultServerCommand } from "./fault-server.ts";
 import { STORM_USAGE, stormCommand } from "./storm.ts";
 
-const USAGE = `usage: breakwater <command> [options]
+const DEMO_USAGE = `usage: breakwater demo
+
+One policy driving a flaky fake model in virtual time: each attempt, wait, failure class
+and the ledger.`;
+
+const USAGE = `usage: breakwater <command> [options]     (breakwater <command> --help, breakwater --version)
 
 commands:
   storm          simulate an outage and compare retry stacks (the main job)
@@ -17,9 +24,17 @@ ${STORM_USAGE}
 ${FAULT_SERVER_USAGE}
 
 ${AUDIT_USAGE}
+
+${DEMO_USAGE}
 `;
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
+
+/** This package's version, from its package.json (two levels up from src/cli or dist/cli). */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+  return String(pkg.version);
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -31,18 +46,26 @@ async function main(argv: string[]): Promise<number> {
     case "audit":
       return auditCommand(rest, out);
     case "demo":
-      await demo(out);
+      if (parse("demo", rest, { help: { type: "boolean", short: "h" } }).help) out(DEMO_USAGE);
+      else await demo(out);
       return 0;
     case "help":
     case "--help":
     case "-h":
       process.stdout.write(USAGE);
       return 0;
-    default:
-      process.stderr.write(
-        `${command === undefined ? "" : `breakwater: unknown command ${JSON.stringify(command)}\n\n`}${USAGE}`,
-      );
+    case "version":
+    case "--version":
+    case "-v":
+      out(version());
+      return 0;
+    case undefined:
+      process.stderr.write(USAGE);
       return 2;
+    default:
+      throw new UsageError(
+        `unknown command ${JSON.stringify(command)} (breakwater --help lists them)`,
+      );
   }
 }
 
@@ -51,7 +74,9 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error) => {
-    process.stderr.write(`breakwater: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    // One line, whatever went wrong: a usage mistake exits 2, anything else 1.
+    const message = (error instanceof Error ? error.message : String(error)).split("\n")[0];
+    process.stderr.write(`breakwater: ${message}\n`);
+    process.exitCode = error instanceof UsageError ? 2 : 1;
   },
 );

@@ -1,5 +1,4 @@
-import { writeFile } from "node:fs/promises";
-import { parseArgs } from "node:util";
+import { access, writeFile } from "node:fs/promises";
 import {
   htmlReport,
   loadStacks,
@@ -9,6 +8,7 @@ import {
   STACKS,
   textTable,
 } from "../storm/index.ts";
+import { integer, parse, UsageError, writable } from "./args.ts";
 import { progressBar } from "./progress.ts";
 
 export const STORM_USAGE = `usage: breakwater storm [--scenario a,b] [--stacks a,b] [--config stacks.mjs]
@@ -20,39 +20,41 @@ the same users and the same trouble, each stack's real retry code.
   stacks:    ${STACKS.map((s) => s.name).join(", ")} (default: all), plus any from --config`;
 
 export async function stormCommand(argv: string[], out: (s: string) => void): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      scenario: { type: "string" },
-      stacks: { type: "string" },
-      config: { type: "string" },
-      seed: { type: "string" },
-      json: { type: "string" },
-      html: { type: "string" },
-      markdown: { type: "boolean" },
-      help: { type: "boolean" },
-    },
-    strict: true,
+  const values = parse("storm", argv, {
+    scenario: { type: "string" },
+    stacks: { type: "string" },
+    config: { type: "string" },
+    seed: { type: "string" },
+    json: { type: "string" },
+    html: { type: "string" },
+    markdown: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
   });
   if (values.help) {
     out(STORM_USAGE);
     return 0;
   }
-  const seed = values.seed === undefined ? 1 : Number(values.seed);
-  if (!Number.isInteger(seed) || seed < 0)
-    throw new TypeError(`--seed must be an integer >= 0; got ${values.seed}`);
-  let stacks = [...STACKS, ...(values.config ? await loadStacks(values.config) : [])];
+  // The simulator's random source is 32-bit: a larger seed would only alias a smaller one.
+  const seed = integer("seed", values.seed, 1, 0, 2 ** 32 - 1);
+  const scenarios = values.scenario?.split(",").map((s) => s.trim());
+  for (const sc of scenarios ?? [])
+    if (!SCENARIO_NAMES.includes(sc))
+      throw new UsageError(
+        `--scenario: unknown scenario ${JSON.stringify(sc)}; one of ${SCENARIO_NAMES.join(", ")}`,
+      );
+  await writable("json", values.json); // checked before the simulation, not after it
+  await writable("html", values.html);
+  let stacks = [...STACKS, ...(values.config ? await configStacks(values.config) : [])];
   if (values.stacks) {
     const wanted = values.stacks.split(",").map((s) => s.trim());
     for (const w of wanted) {
       if (!stacks.some((s) => s.name === w))
-        throw new TypeError(
+        throw new UsageError(
           `--stacks: unknown stack ${JSON.stringify(w)}; one of ${stacks.map((s) => s.name).join(", ")}`,
         );
     }
     stacks = stacks.filter((s) => wanted.includes(s.name));
   }
-  const scenarios = values.scenario?.split(",").map((s) => s.trim());
   const bar = progressBar();
   const started = performance.now();
   const report = await runStorm({
@@ -80,4 +82,21 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
     out(`wrote ${values.html}`);
   }
   return 0;
+}
+
+/** The stacks of a --config file; a missing file or one that throws is named, in one line. */
+async function configStacks(file: string) {
+  try {
+    await access(file);
+  } catch {
+    throw new UsageError(`--config ${file}: no such file`);
+  }
+  try {
+    return await loadStacks(file);
+  } catch (error) {
+    const message = (error instanceof Error ? error.message : String(error)).split("\n")[0]!;
+    throw new UsageError(
+      message.startsWith(file) ? `--config ${message}` : `--config ${file}: ${message}`,
+    );
+  }
 }

@@ -3,6 +3,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import { type Failure, KINDS } from "./failure.ts";
 import { opt, parseOptions } from "./validate.ts";
 
+/** Options of an `AdaptiveAdmission`. */
 export interface AdaptiveAdmissionOptions {
   /** Attempts may reach `k` × the attempts the upstream accepted before retries are cut:
    * the K of client-side adaptive throttling (Google SRE book, ch. 21). @default 2 */

@@ -2,6 +2,7 @@ import type { FailureKind } from "./failure.ts";
 import { MAX_DELAY_MS } from "./retry-after.ts";
 import { opt, parseOptions, Validator } from "./validate.ts";
 
+/** How the built-in backoff spreads its waits: full jitter U(0, ceiling), decorrelated (grows from the last wait), or none. */
 export type Jitter = "full" | "decorrelated" | "none";
 
 /**
@@ -16,6 +17,7 @@ export interface Backoff {
   delay(n: number, kind: FailureKind | undefined, previousMs: number, random: () => number): number;
 }
 
+/** Options of the built-in exponential backoff. */
 export interface BackoffOptions {
   /** Ceiling of the first wait (full jitter) or its floor (decorrelated).
    * @default 500 */

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from "./clock.ts";
 import { opt, parseOptions } from "./validate.ts";
 
+/** Closed: calls pass. Open: calls fail fast. Half-open: a few probes test the upstream. */
 export type BreakerState = "closed" | "open" | "half-open";
 
 /**
@@ -32,6 +33,7 @@ export interface BreakerSnapshot {
   readonly slots: readonly (readonly [start: number, ok: number, bad: number])[];
 }
 
+/** Options of a `CircuitBreaker`. */
 export interface CircuitBreakerOptions {
   /** Opens after this many failures in a row. @default 5 */
   consecutiveFailures?: number;

@@ -21,6 +21,7 @@ export interface Admission {
   refund?(): void;
 }
 
+/** Options of a `RetryBudget` (a token bucket for retries). */
 export interface RetryBudgetOptions {
   /** Burst allowance: the bucket starts full. @default 10 */
   maxTokens?: number;

@@ -6,6 +6,7 @@ export type Cancel = () => void;
 
 /** Every wait and timeout in breakwater goes through a Clock (docs/architecture.md, rule 9). */
 export interface Clock {
+  /** The time, in ms since the epoch (virtual clocks start where they are told). */
   now(): number;
   /** Resolves after `ms`; rejects at once with `signal.reason` when the signal aborts. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
@@ -137,6 +138,7 @@ export class VirtualClock implements Clock {
     this.#now = startMs;
   }
 
+  /** The virtual time, in ms. */
   now(): number {
     return this.#now;
   }

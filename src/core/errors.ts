@@ -81,6 +81,7 @@ export interface PartialAnswer {
   readonly finish: string | undefined;
 }
 
+/** What a stream had delivered when it broke. */
 export interface PartialResult<T = unknown> {
   /** Chunks the consumer already received. */
   readonly chunks: readonly T[];
@@ -122,6 +123,7 @@ export class BreakwaterError extends Error {
   }
 }
 
+/** Whether `e` is a BreakwaterError (the policy stopped a call it could have retried). */
 export const isBreakwaterError = (e: unknown): e is BreakwaterError => isA(e, BreakwaterError);
 
 /**

@@ -16,6 +16,7 @@ export type FailureKind =
   | "cancelled"
   | "unknown";
 
+/** How an attempt failed: its kind, whether it may be retried, and what the server said. */
 export interface Failure {
   readonly kind: FailureKind;
   readonly retryable: boolean;

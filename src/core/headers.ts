@@ -2,7 +2,10 @@ import { get, isA, isArray, keysOf } from "./safe.ts";
 
 /** What a header bag looks like across fetch, SDK errors and plain objects. */
 export type HeaderBag =
-  | { get(name: string): string | null | undefined }
+  | {
+      /** The header's value (fetch's `Headers`). */
+      get(name: string): string | null | undefined;
+    }
   | ReadonlyMap<string, unknown>
   | Readonly<Record<string, unknown>>;
 

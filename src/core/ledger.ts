@@ -9,6 +9,7 @@ export interface HookError {
   readonly error: unknown;
 }
 
+/** One attempt of a call, as the ledger keeps it. */
 export interface AttemptRecord {
   /** 1 for the first attempt. */
   readonly attempt: number;
@@ -46,6 +47,7 @@ export class Ledger {
     this.price = price;
   }
 
+  /** Adds an attempt. */
   record(a: AttemptRecord): void {
     this.attempts.push(a);
   }
@@ -91,6 +93,7 @@ export class Ledger {
     return this.attempts.reduce((s, a) => s + a.waitMs, 0);
   }
 
+  /** The ledger as plain data (for logs and reports). */
   toJSON() {
     return {
       model: this.model,

@@ -7,6 +7,7 @@ export interface StandardSchema {
   readonly "~standard": {
     readonly version: 1;
     readonly vendor: string;
+    /** Checks a value: its issues, or the value. */
     readonly validate: (value: unknown) => StandardResult | Promise<StandardResult>;
   };
 }
@@ -19,6 +20,7 @@ type StandardResult =
  * when the answer is good, and false, a reason, or a thrown error when it is not. */
 export type OutputCheck = StandardSchema | ((answer: unknown) => unknown);
 
+/** The checks an answer passes before it counts as one (docs/architecture.md, rule 11). */
 export interface OutputOptions<T = unknown> {
   /** Checks the answer before it counts as one. A failed check is `invalid_output`, retried
    * within the call's attempts; the last one is thrown as an OutputError. */

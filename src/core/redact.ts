@@ -30,6 +30,7 @@ const MASK = "[redacted]";
 /** What every secret pattern needs somewhere in the text: most text has none of it. */
 const MAYBE = /sk-|AIza|bearer|basic|token|key|auth|%3d|@/i;
 
+/** Masks API keys, bearer tokens, credentials in URLs and the like in `text`. */
 export function redact(text: string): string {
   if (!MAYBE.test(text)) return text;
   let out = text;

@@ -34,6 +34,7 @@ export interface AttemptContext {
   readonly remainingMs: number;
 }
 
+/** Per-call options of `execute` and `stream`. */
 export interface CallOptions {
   /** Cancels the call: the attempt in flight and any wait. */
   signal?: AbortSignal;

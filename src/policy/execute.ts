@@ -5,6 +5,7 @@ import type { AttemptScope } from "./attempt-scope.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
+/** What `policy.execute` takes for one call: the call options, how to read usage, and the output checks. */
 export interface ExecuteOptions<T = unknown> extends CallOptions, OutputOptions<T> {
   /** Reads token usage from the result (overrides the policy's `usage`). */
   usage?: (result: unknown) => Partial<Usage> | undefined;

@@ -24,6 +24,7 @@ export interface Upstream<T, C = unknown> {
   readonly forContextExceeded?: boolean;
 }
 
+/** Options of a `fallback` chain. */
 export interface FallbackOptions {
   /** The chain's deadline in ms, shared by every upstream: set once, when a call starts.
    * @default none (each upstream's own) */
@@ -46,6 +47,7 @@ export interface ChainCallOptions {
   run?: Run;
 }
 
+/** A chain of upstreams: each call goes to the first that can take it. */
 export interface Fallback<T, C = unknown> {
   /** One logical call: the first upstream, then the next ones while `when` says so. */
   execute(options?: ChainCallOptions): Promise<T>;

@@ -21,6 +21,7 @@ import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 
+/** What `onRetry` is told before a retry. */
 export interface RetryEvent {
   /** The attempt that just failed (1 for the first). */
   readonly attempt: number;
@@ -31,6 +32,7 @@ export interface RetryEvent {
   readonly ledger: Ledger;
 }
 
+/** What `onGiveUp` is told when a call ends without a value. */
 export interface GiveUpEvent {
   readonly reason: GiveUpReason;
   readonly error: unknown;
@@ -38,11 +40,13 @@ export interface GiveUpEvent {
   readonly ledger: Ledger;
 }
 
+/** What `onSuccess` is told when a call succeeds. */
 export interface SuccessEvent {
   readonly attempts: number;
   readonly ledger: Ledger;
 }
 
+/** Everything a policy can be told; every option is validated when the policy is built. */
 export interface PolicyOptions {
   /** Attempts per logical call, including the first (p-retry's `retries: 2` is
    * `maxAttempts: 3`). @default 3 */
@@ -89,7 +93,9 @@ export interface PolicyOptions {
   usage?: (value: unknown) => Partial<Usage> | undefined;
   /** Called before each retry; return false to veto it. */
   onRetry?: (event: RetryEvent) => unknown;
+  /** Called when a call ends without a value (its errors never change the outcome). */
   onGiveUp?: (event: GiveUpEvent) => void;
+  /** Called when a call succeeds (its errors never change the outcome). */
   onSuccess?: (event: SuccessEvent) => void;
 }
 

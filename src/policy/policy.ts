@@ -5,8 +5,10 @@ import { type PolicyOptions, type ResolvedOptions, resolveOptions } from "./opti
 import { GuardedStream } from "./stream.ts";
 import type { OpenStream, StreamOptions } from "./stream-options.ts";
 
+/** One attempt of a call: handed the attempt's context (its number, signal and deadline). */
 export type Operation<T> = (context: AttemptContext) => T | PromiseLike<T>;
 
+/** A retry policy: one logical call at a time through `execute` or `stream`. */
 export interface Policy {
   /** The validated, frozen options. */
   readonly options: ResolvedOptions;

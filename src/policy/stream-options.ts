@@ -5,8 +5,10 @@ import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import { type AttemptContext, CALL_SPEC, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
+/** What a stream may retry once output flows: nothing (no-replay), unseen output (buffer), or after `onDiscard` (restart). */
 export type StreamMode = "no-replay" | "buffer" | "restart";
 
+/** What `onDiscard` is told in restart mode, before the retry. */
 export interface DiscardInfo<C> {
   /** The attempt whose output the UI should drop. */
   readonly attempt: number;
@@ -14,6 +16,7 @@ export interface DiscardInfo<C> {
   readonly error: unknown;
 }
 
+/** What `policy.stream` takes for one stream. */
 export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[]> {
   /** Turns an in-band error chunk (an error event inside an HTTP 200) into an error to
    * classify; return undefined for a normal chunk. */
@@ -42,6 +45,7 @@ export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[
   answer?: (chunks: readonly C[]) => PartialAnswer;
 }
 
+/** Opens one attempt's stream: handed the attempt's context, returns the provider's chunks. */
 export type OpenStream<C> = (
   context: AttemptContext,
 ) => AsyncIterable<C> | PromiseLike<AsyncIterable<C>>;

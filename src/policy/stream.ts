@@ -19,6 +19,7 @@ import {
 
 export type { DiscardInfo, OpenStream, StreamMode, StreamOptions } from "./stream-options.ts";
 
+/** How a stream ended: its ledger and usage. */
 export interface StreamOutcome {
   readonly ledger: Ledger;
   /** The successful attempt's usage (as reported by the chunks). */
@@ -119,6 +120,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     return this.#call.ledger;
   }
 
+  /** The stream is its own iterator (`for await` over it). */
   [Symbol.asyncIterator](): this {
     return this;
   }
@@ -285,6 +287,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     return { done: true, value: undefined };
   }
 
+  /** Stops the stream (as `return` does) and rethrows `error`. */
   async throw(error?: unknown): Promise<IteratorResult<C>> {
     await this.return();
     throw error;

@@ -5,6 +5,7 @@ import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
 import { Continuer, type Lead, stripLead } from "./continuation.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
+/** What `breakwaterMiddleware` takes: the policy and run, output checks, the context window, continuation. */
 export interface AiSdkMiddlewareOptions extends AdapterOptions {
   /** A truncated answer (finish reason "length") is an OutputError, never retried ("error"),
    * or handed over as it came ("allow"). @default "error" */
@@ -48,6 +49,7 @@ const NOT_CONTENT = new Set([
   "finish",
   "error",
 ]);
+/** An AI SDK stream part is content unless it is a preamble, raw, finish or error part. */
 export const isAiSdkContent = (part: unknown): boolean =>
   !NOT_CONTENT.has(String((part as Obj | null)?.type));
 

@@ -8,6 +8,7 @@ import { checkClient } from "./shared.ts";
 
 export { callOptions } from "./fetch.ts";
 
+/** What `withBreakwater` takes for an Anthropic client: the fetch layer's options (policy, run, connect timeout, attempt header, continuation, truncation, context window). */
 export type AnthropicAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
 
 type Obj = Record<string, any>;

@@ -58,6 +58,7 @@ export interface Dialect extends CheckDialect {
   marks?: { usage?: RegExp; error?: RegExp };
 }
 
+/** What `guardedFetch` takes: the policy and run every request draws on, the transport (fetch, connect timeout), the attempt header, the dialect that reads the provider's answers, and the output checks. */
 export interface GuardedFetchOptions extends AdapterOptions {
   /** The fetch each attempt calls. Default: the global fetch. */
   fetch?: typeof globalThis.fetch;
@@ -210,6 +211,7 @@ function replayable(body: unknown): boolean {
 
 const STREAM_FLAG = /"stream"\s*:\s*true/;
 
+/** @internal A request as each attempt sends it. */
 export interface Outgoing {
   url: string;
   init: RequestInit & { [CALL]?: PerCall };
@@ -344,7 +346,9 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   };
 }
 
+/** @internal Sends one attempt of a request. */
 export type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
+/** @internal The call options a request carries into the policy. */
 export type Call = { signal?: AbortSignal; run?: Run };
 
 const MAX_USAGE_BODY = 1 << 20;
@@ -495,7 +499,7 @@ async function streamed(
 
 async function* emptyBody(): AsyncGenerator<Uint8Array> {}
 
-/** What the body reads from: a stream call, or a continuation of one. */
+/** @internal What the body reads from: a stream call, or a continuation of one. */
 export type Events = AsyncIterator<SseEvent> & { return(): Promise<unknown> };
 
 /** The events as bytes, verbatim. An error event after content reaches the SDK as the

@@ -4,6 +4,7 @@ import { googleAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { overlay } from "./shared.ts";
 
+/** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
 export type GoogleAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
 
 type Obj = Record<string, any>;
@@ -18,6 +19,7 @@ export function googleUsage(x: unknown): Partial<Usage> | undefined {
   };
 }
 
+/** A Gemini chunk is content when a part carries text or a function call. */
 export const isGoogleContent = (chunk: unknown): boolean =>
   Boolean(
     (chunk as Obj | null)?.candidates?.[0]?.content?.parts?.some(

@@ -3,6 +3,7 @@ import { ConfigError, type PartialAnswer, type Usage } from "../index.ts";
 import { langchainAnswer } from "./answers.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
+/** What `withBreakwater` takes for a LangChain chat model: the policy and the run. */
 export type LangChainAdapterOptions = AdapterOptions;
 
 type Obj = Record<string, any>;

@@ -8,6 +8,7 @@ import { checkClient } from "./shared.ts";
 
 export { callOptions } from "./fetch.ts";
 
+/** What `withBreakwater` takes for an openai client: the fetch layer's options (policy, run, connect timeout, attempt header, continuation, truncation, context window) and the usage chunk. */
 export interface OpenAIAdapterOptions extends Omit<GuardedFetchOptions, "dialect" | "fetch"> {
   /** Ask for the usage chunk on streams (`stream_options.include_usage`). Default true. */
   includeUsage?: boolean;

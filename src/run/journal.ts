@@ -18,8 +18,11 @@ export interface StepRecord {
  * Postgres or Redis one implements.
  */
 export interface Journal {
+  /** The step's record, if the run finished it. */
   get(runId: string, step: string): StepRecord | undefined | Promise<StepRecord | undefined>;
+  /** Records a step. */
   put(record: StepRecord): void | Promise<void>;
+  /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] | Promise<StepRecord[]>;
 }
 
@@ -27,14 +30,17 @@ export interface Journal {
 export class MemoryJournal implements Journal {
   readonly #records = new Map<string, StepRecord>();
 
+  /** The step's record, if the run finished it. */
   get(runId: string, step: string): StepRecord | undefined {
     return this.#records.get(`${runId}\u0000${step}`);
   }
 
+  /** Records a step. */
   put(record: StepRecord): void {
     this.#records.set(`${record.runId}\u0000${record.step}`, record);
   }
 
+  /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] {
     return [...this.#records.values()].filter((r) => r.runId === runId).sort((a, b) => a.at - b.at);
   }

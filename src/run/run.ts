@@ -10,6 +10,7 @@ import { ToolMemo } from "./tool-memo.ts";
 
 export type { RunStats } from "./limits.ts";
 
+/** Options of a `Run`. */
 export interface RunOptions {
   /** Identifies the run in idempotency keys and journals. @default a random UUID */
   id?: string;
@@ -113,6 +114,7 @@ export class Run {
     return this.#limits.billed;
   }
 
+  /** What is left of the run's deadline, in ms (0 when it has passed). */
   remainingMs(now = this.clock.now()): number {
     return Math.max(0, this.deadline - now);
   }
@@ -137,6 +139,7 @@ export class Run {
     return runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
   }
 
+  /** The run as plain data: id, deadline, stats and billed tokens. */
   toJSON() {
     return {
       id: this.id,

@@ -35,6 +35,7 @@ export class SqliteJournal implements Journal {
       value TEXT, error TEXT, at REAL NOT NULL, PRIMARY KEY (run_id, step))`);
   }
 
+  /** The step's record, if the run finished it. */
   get(runId: string, step: string): StepRecord | undefined {
     const row = this.#db
       .prepare("SELECT * FROM breakwater_steps WHERE run_id = ? AND step = ?")
@@ -42,6 +43,7 @@ export class SqliteJournal implements Journal {
     return row === undefined ? undefined : toRecord(row);
   }
 
+  /** Records a step; a finished step is never overwritten by a later failure. */
   put(r: StepRecord): void {
     this.#db
       .prepare(
@@ -57,6 +59,7 @@ export class SqliteJournal implements Journal {
       );
   }
 
+  /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] {
     return (
       this.#db
@@ -65,6 +68,7 @@ export class SqliteJournal implements Journal {
     ).map(toRecord);
   }
 
+  /** Closes the database. */
   close(): void {
     this.#db.close();
   }

@@ -21,6 +21,7 @@ export interface Series {
   fallbackRequests: number[];
 }
 
+/** One stack's numbers in one scenario. */
 export interface StackResult {
   stack: string;
   logicalCalls: number;

@@ -1,5 +1,6 @@
 import type { Price } from "../index.ts";
 
+/** The simulated provider: its capacity and latency. */
 export interface ProviderSpec {
   /** Requests in service at once. */
   maxConcurrent: number;
@@ -37,6 +38,7 @@ export function inTrigger(trigger: TriggerSpec, ms: number): boolean {
   return ms >= trigger.startS * 1000 && ms < trigger.endS * 1000;
 }
 
+/** The simulated users: how many, how they arrive, their patience. */
 export interface UsersSpec {
   /** Conversations running at once when the provider is healthy. New ones arrive at the
    * rate that keeps this many running (open loop): arrivals do not wait for the provider. */
@@ -65,6 +67,7 @@ export interface ToolSpec {
   slowMs: number;
 }
 
+/** One scenario: the users, the provider and the trouble. */
 export interface Scenario {
   name: string;
   title: string;
@@ -107,6 +110,7 @@ const USERS: UsersSpec = {
   outputTokens: [100, 300],
 };
 
+/** The built-in scenarios, each with its source. */
 export const SCENARIOS: Record<string, Scenario> = {
   "outage-503": {
     name: "outage-503",
@@ -200,4 +204,5 @@ export const SCENARIOS: Record<string, Scenario> = {
   },
 };
 
+/** The names of the built-in scenarios. */
 export const SCENARIO_NAMES = Object.keys(SCENARIOS);

@@ -31,6 +31,7 @@ export function expectedConversationS(scenario: Scenario): number {
   return u.turnsPerConversation * expectedTurnS(scenario) + (u.turnsPerConversation - 1) * thinkS;
 }
 
+/** Options of one simulation: a scenario, a stack and a seed. */
 export interface SimulateOptions {
   seed: number;
   /** Goodput per second of a calm run (the same seed, no trigger), to measure recovery

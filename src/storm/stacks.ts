@@ -69,6 +69,7 @@ function peer(
   };
 }
 
+/** A naive stack: retry layers that multiply (worked example W1). */
 export const naive: StormStack = {
   name: "naive",
   description: "caller 2 × decorator 3 × SDK 5 (W1), 60 s timeout (W3)",
@@ -76,6 +77,7 @@ export const naive: StormStack = {
   create: (ctx) => peer(ctx, NAIVE, [CALLER_RERUN]),
 };
 
+/** The openai SDK's own retries (2, 0.5–8 s), as a stack. */
 export const openaiSdk: StormStack = {
   name: "openai-sdk",
   description: "openai-node 6: 3 attempts, 0.5 s doubling to 8 s, −25% jitter, any Retry-After",
@@ -83,6 +85,7 @@ export const openaiSdk: StormStack = {
   create: (ctx) => peer(ctx, [OPENAI_NODE]),
 };
 
+/** The AI SDK's own retries (generateText's defaults), as a stack. */
 export const aiSdk: StormStack = {
   name: "ai-sdk",
   description: "AI SDK 7: 3 attempts, 2 s then 4 s, Retry-After under 60 s",
@@ -90,6 +93,7 @@ export const aiSdk: StormStack = {
   create: (ctx) => peer(ctx, [AI_SDK]),
 };
 
+/** LangChain's AsyncCaller retries (6, 1 s doubling), as a stack. */
 export const langchain: StormStack = {
   name: "langchain",
   description: "LangChain.js 1.2: 7 attempts, (1+U)·1 s doubling; a 429 needs a hint",
@@ -207,6 +211,7 @@ export const breakwaterFallback: StormStack = {
   },
 };
 
+/** The built-in stacks the storm compares. */
 export const STACKS: readonly StormStack[] = [
   naive,
   openaiSdk,

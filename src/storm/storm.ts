@@ -4,15 +4,18 @@ import { capacityGoodput, simulate } from "./simulate.ts";
 import { STACKS } from "./stacks.ts";
 import type { StormStack } from "./types.ts";
 
+/** Options of `runStorm`. */
 export interface StormOptions {
   /** Scenario names (default: all). */
   scenarios?: string[];
   /** Stacks to compare (default: the built-ins). */
   stacks?: readonly StormStack[];
   seed?: number;
+  /** Told as each scenario × stack finishes. */
   onProgress?: (scenario: string, stack: string, done: number) => void;
 }
 
+/** One scenario's results, stack by stack. */
 export interface ScenarioReport {
   scenario: Omit<Scenario, "prices"> & { prices: Scenario["prices"] };
   /** What the provider could answer per second during the trigger (calls/s). */
@@ -20,6 +23,7 @@ export interface ScenarioReport {
   results: StackResult[];
 }
 
+/** Everything a storm found, per scenario and stack. */
 export interface StormReport {
   seed: number;
   scenarios: ScenarioReport[];

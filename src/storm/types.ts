@@ -4,9 +4,13 @@ import type { TriggerSpec } from "./scenarios.ts";
 
 /** What a provider reports as it works: arrivals, rejections, occupancy, billing. */
 export interface ProviderMeter {
+  /** A request arrived at `ms`. */
   arrival(ms: number): void;
+  /** A request was turned away at `ms`, and why. */
   rejected(ms: number, reason: RejectReason): void;
+  /** How many requests were being served and queued at `ms`. */
   inService(ms: number, inService: number, queued: number): void;
+  /** A request that arrived at `arrivedMs` was answered, with this usage. */
   served(arrivedMs: number, usage: Usage): void;
 }
 
@@ -14,6 +18,7 @@ export interface ProviderMeter {
 export interface World {
   readonly clock: Clock;
   readonly trigger: TriggerSpec;
+  /** [0, 1), seeded: the simulation's randomness. */
   readonly random: () => number;
   readonly metrics: Metrics;
   /** Where the provider reports (the primary: `metrics`; a fallback: its own meter). */
@@ -82,6 +87,7 @@ export interface TurnInfo {
   readonly state: Map<string, unknown>;
 }
 
+/** What a stack is built with: the simulation's clock and randomness, the provider, the tool and a fallback provider. */
 export interface StackContext {
   readonly clock: Clock;
   /** [0, 1), seeded: use it for every jitter. */
@@ -95,6 +101,7 @@ export interface StackContext {
   readonly attemptTimeoutMs?: number | undefined;
 }
 
+/** What a stack gives the simulated users: its way of calling the model and the tool. */
 export interface StackClient {
   /** One logical model call. `signal` aborts when the user gives up (if the stack wires it). */
   model(request: SimRequest, options: { signal?: AbortSignal; turn: TurnInfo }): Promise<Usage>;
@@ -112,5 +119,6 @@ export interface StormStack {
   readonly description: string;
   /** Whether the user's giving up reaches the in-flight calls (an AbortSignal wired through). */
   readonly propagatesCancel: boolean;
+  /** Builds the stack's client for one simulation. */
   create(context: StackContext): StackClient;
 }

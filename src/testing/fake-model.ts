@@ -5,6 +5,7 @@ export type FakeStep =
   | { fail: number; code?: string; retryAfterS?: number; latencyMs?: number }
   | { text: string; latencyMs?: number };
 
+/** What a `FakeModel` answers: its text and usage. */
 export interface FakeResult {
   text: string;
   usage: Usage;
@@ -43,6 +44,7 @@ export class FakeModel {
     this.#prompt = prompt;
   }
 
+  /** One call: the next step of the script (an answer, an error, a hang until aborted). */
   async generate(signal?: AbortSignal): Promise<FakeResult> {
     const step = this.#steps[Math.min(this.calls.length, this.#steps.length - 1)]!;
     this.calls.push(this.#clock.now());

@@ -23,10 +23,12 @@ export class FakeStream<C> implements AsyncIterable<C>, AsyncIterator<C> {
     this.#steps = steps;
   }
 
+  /** The stream is its own iterator. */
   [Symbol.asyncIterator](): this {
     return this;
   }
 
+  /** The next scripted chunk, after its delay on the clock (or the scripted fault). */
   async next(): Promise<IteratorResult<C>> {
     if (this.closed) return { done: true, value: undefined };
     const step = this.#steps[this.read++];
@@ -46,6 +48,7 @@ export class FakeStream<C> implements AsyncIterable<C>, AsyncIterator<C> {
     return { done: false, value: s.chunk as C };
   }
 
+  /** Closes the stream: a pending read rejects as an abort; `closed` turns true. */
   async return(): Promise<IteratorResult<C>> {
     this.closed = true;
     this.#closer.abort();

@@ -49,6 +49,7 @@ export interface GuardedCallOptions {
 /** How a returned value reads: a success, or an error reported as a value. */
 export type ResultVerdict = "ok" | { retryable: boolean; code?: string };
 
+/** How `guardTool` wraps a tool: its name, effect class, timeouts, budget and what counts as failure. */
 export interface GuardToolSpec<R> {
   /** The tool's name: 1 to 64 letters, digits, '_', '.' or '-'. */
   name: string;
@@ -75,6 +76,7 @@ export interface GuardToolSpec<R> {
   retryLaterMs?: number;
 }
 
+/** A tool wrapped by `guardTool`: call it as the tool, with an optional run and signal. */
 export type GuardedTool<A, R> = (
   args: A,
   options?: GuardedCallOptions,

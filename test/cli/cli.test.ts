@@ -1,4 +1,7 @@
 import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
@@ -49,14 +52,69 @@ describe("the breakwater command", () => {
     expect(r.stdout).toMatch(/^\s+breakwater\s+\d+/m);
     expect(r.stdout).not.toMatch(/openai-sdk/);
     const bad = await cli("storm", "--stacks", "nope").catch((e) => e);
-    expect(bad.code).toBe(1);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--stacks: unknown stack "nope"; one of naive, openai-sdk/);
   });
 
-  it("an unknown command prints the usage and fails", async () => {
+  it("an unknown command fails in one line; no command prints the usage", async () => {
     const r = await cli("frobnicate").catch((e) => e);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/unknown command "frobnicate"/);
-    expect(r.stderr).toMatch(/storm\s+simulate an outage/);
+    expect(r.stderr).toBe(
+      'breakwater: unknown command "frobnicate" (breakwater --help lists them)\n',
+    );
+    const none = await cli().catch((e) => e);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/storm\s+simulate an outage/);
+  });
+
+  it("--version, and --help for every command", async () => {
+    const { version } = JSON.parse(readFileSync("package.json", "utf8"));
+    expect((await cli("--version")).stdout).toBe(`${version}\n`);
+    for (const command of ["storm", "fault-server", "audit", "demo"])
+      expect((await cli(command, "--help")).stdout).toMatch(
+        new RegExp(`^usage: breakwater ${command}`),
+      );
+  });
+
+  it.each([
+    [["demo", "--bogus"], "breakwater: demo: Unknown option '--bogus'"],
+    [
+      ["fault-server", "--port", "abc"],
+      'breakwater: --port must be an integer from 0 to 65535; got "abc"',
+    ],
+    [["storm", "--seed", "99999999999999999999"], "--seed must be an integer from 0 to 4294967295"],
+    [
+      ["storm", "--seed", "-1"],
+      "breakwater: storm: --seed takes a value; for a negative one write --seed=-N",
+    ],
+    [["storm", "--config", "nope.mjs"], "breakwater: --config nope.mjs: no such file"],
+    [["fault-server", "--script", "nope.json"], "breakwater: --script nope.json: no such file"],
+    [["storm", "--scenario", "nope"], 'breakwater: --scenario: unknown scenario "nope"'],
+  ])("%j: one line naming what is wrong, exit 2", async (args, message) => {
+    const r = await cli(...args).catch((e) => e);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n").filter(Boolean)).toHaveLength(1);
+    expect(r.stderr).toContain(message);
+  });
+
+  it("an output that cannot be written fails before the simulation, not after it", async () => {
+    const started = performance.now();
+    const r = await cli("storm", "--html", "/nonexistent/x.html").catch((e) => e);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--html \/nonexistent\/x.html: cannot write there/);
+    expect(performance.now() - started).toBeLessThan(5_000); // the full storm takes far longer
+  });
+
+  it("a config or script that fails is named, in one line", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "breakwater-cli-"));
+    writeFileSync(join(dir, "bad.mjs"), 'throw new Error("boom in config");');
+    writeFileSync(join(dir, "bad.json"), '{"rules": [{"status": 7}]}');
+    const config = await cli("storm", "--config", join(dir, "bad.mjs")).catch((e) => e);
+    expect(config.stderr).toBe(`breakwater: --config ${join(dir, "bad.mjs")}: boom in config\n`);
+    const script = await cli("fault-server", "--script", join(dir, "bad.json")).catch((e) => e);
+    expect(script.stderr).toMatch(
+      /--script .*bad\.json: fault script: option "rules\[0\]\.status"/,
+    );
+    rmSync(dir, { recursive: true });
   });
 });

@@ -1,6 +1,7 @@
 import { ConfigError } from "../../index.ts";
 import { type Field, flag, int, list, num, oneOf, pair, record, text } from "./check.ts";
 
+/** The fault server's routes: the three providers and the tool endpoint. */
 export type Route = "openai" | "anthropic" | "gemini" | "tools";
 export const ROUTES: readonly Route[] = ["openai", "anthropic", "gemini", "tools"];
 
@@ -31,6 +32,7 @@ export const ERROR_NAMES: readonly ErrorName[] = [
   "bad_request",
 ];
 
+/** How a stream goes wrong: after some chunks, a stall, a cut or an in-band error. */
 export interface StreamFault {
   /** Content chunks sent before the fault. */
   after: number;
@@ -92,6 +94,7 @@ export interface FaultRule {
   toolCalls?: { name: string; arguments: string }[];
 }
 
+/** A capacity limit: requests over it are rejected with a status. */
 export interface Capacity {
   maxConcurrent?: number;
   maxPerSecond?: number;
@@ -100,6 +103,7 @@ export interface Capacity {
   retryAfter?: number;
 }
 
+/** What the fault server does: its rules, its healthy text, its capacity and seed. */
 export interface FaultScript {
   seed?: number;
   /** The text a healthy answer streams, word by word. */

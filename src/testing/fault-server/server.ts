@@ -16,6 +16,7 @@ import { type FaultRule, type FaultScript, parseScript, type Route } from "./scr
 import { type Arrival, emptyStats, type FaultStats, settle } from "./stats.ts";
 import { SideEffectLedger } from "./tools.ts";
 
+/** Options of `startFaultServer`. */
 export interface FaultServerOptions {
   script?: FaultScript;
   /** 0 (default) picks a free port. */
@@ -30,6 +31,7 @@ export interface FaultServerOptions {
   requestTimeoutMs?: number;
 }
 
+/** A running fault server. */
 export interface FaultServer {
   /** e.g. http://127.0.0.1:43210 */
   readonly url: string;
@@ -38,7 +40,9 @@ export interface FaultServer {
   stats(): FaultStats;
   /** Replaces the script (validated); rule counters and the time window restart. */
   setScript(script: FaultScript): void;
+  /** Zeroes the stats (requests, billing, timeline, tool ledger). */
   resetStats(): void;
+  /** Stops listening and drops every open connection. */
   close(): Promise<void>;
 }
 

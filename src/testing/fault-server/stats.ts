@@ -10,6 +10,7 @@ export interface Arrival {
   outcome?: string;
 }
 
+/** What the tool endpoint did: executions, replays, duplicates. */
 export interface ToolStats {
   /** Side effects performed. */
   executed: number;
@@ -23,6 +24,7 @@ export interface ToolStats {
   mismatches: number;
 }
 
+/** What the fault server received and answered. */
 export interface FaultStats {
   requests: number;
   byRoute: Record<string, { requests: number; byOutcome: Record<string, number> }>;

@@ -1,0 +1,44 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative, resolve } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, "../..");
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+    d.isDirectory() ? files(join(dir, d.name)) : [join(dir, d.name)],
+  );
+}
+
+describe("the API reference (docs/api, TypeDoc)", () => {
+  it("every export is documented, and docs/api is what the doc comments say now", {
+    timeout: 60_000,
+  }, async () => {
+    const out = mkdtempSync(join(tmpdir(), "breakwater-api-"));
+    try {
+      const typedoc = join(ROOT, "node_modules/typedoc/bin/typedoc");
+      // Warnings are errors: an export without a doc comment fails here.
+      await run(process.execPath, [typedoc, "--treatWarningsAsErrors", "--out", out], {
+        cwd: ROOT,
+      });
+      const fresh = files(out)
+        .map((f) => relative(out, f))
+        .sort();
+      const committed = files(join(ROOT, "docs/api"))
+        .map((f) => relative(join(ROOT, "docs/api"), f))
+        .sort();
+      expect(committed, "docs/api is stale: run npm run docs").toEqual(fresh);
+      for (const f of fresh)
+        expect(
+          readFileSync(join(ROOT, "docs/api", f), "utf8"),
+          `docs/api/${f} is stale: run npm run docs`,
+        ).toBe(readFileSync(join(out, f), "utf8"));
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
