@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    testTimeout: 20_000,
+    testTimeout: 60_000,
     pool: "forks",
     // Both cores: the storm's goal tests are CPU-bound and independent of the rest.
     maxWorkers: 2,

@@ -1,5 +1,6 @@
 import { ExponentialBackoff, handleAll, retry } from "cockatiel";
 import pRetry from "p-retry";
+import { otel } from "../src/otel/otel.ts";
 import { policy } from "../src/policy/policy.ts";
 import { type Case, measure, report } from "./harness.ts";
 
@@ -13,6 +14,8 @@ export async function benchExecute(): Promise<void> {
     deadlineMs: 60_000,
     budget: { maxTokens: 10 },
   });
+  // Telemetry switched on, with no OpenTelemetry provider registered: the API's no-ops.
+  const bwOtel = policy({ maxAttempts: 3, observe: otel() });
   const cockatiel = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() });
   const loop = (fn: () => Promise<unknown>) => async (n: number) => {
     for (let i = 0; i < n; i++) await fn();
@@ -21,6 +24,7 @@ export async function benchExecute(): Promise<void> {
     { name: "bare call", run: loop(work) },
     { name: "breakwater policy.execute", run: loop(() => bw.execute(work)) },
     { name: "breakwater (timeout+deadline+budget)", run: loop(() => bwFull.execute(work)) },
+    { name: "breakwater + otel(), no provider", run: loop(() => bwOtel.execute(work)) },
     { name: "cockatiel retry.execute", run: loop(() => cockatiel.execute(work)) },
     { name: "p-retry", run: loop(() => pRetry(work, { retries: 2 })) },
   ];

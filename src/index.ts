@@ -72,6 +72,13 @@ export {
   movesOn,
   type Upstream,
 } from "./policy/fallback.ts";
+export type {
+  AttemptWatch,
+  CallEnd,
+  CallInfo,
+  CallWatch,
+  Observer,
+} from "./policy/observer.ts";
 export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
 export { type Operation, type Policy, policy } from "./policy/policy.ts";
 export {

@@ -34,6 +34,7 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   policy: (t) => ["core", "run"].includes(folder(t)),
   tools: (t) => ["core", "run", "policy"].includes(folder(t)),
   providers: (t) => t === "index.ts",
+  otel: (t) => t === "index.ts",
   testing: (t) => ENTRIES.has(t),
   storm: (t) => ENTRIES.has(t),
   cli: (t) => ENTRIES.has(t),

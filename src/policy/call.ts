@@ -20,6 +20,7 @@ import type { Run } from "../run/run.ts";
 import { AttemptScope } from "./attempt-scope.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import { BreakerLease, type BreakerVerdict } from "./lease.ts";
+import type { AttemptWatch, CallInfo, CallWatch, Observer } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What every attempt is handed. */
@@ -129,8 +130,11 @@ export class Call {
   #lastFailure: Failure | undefined;
   /** The breaker's grant for the attempt in flight, until it hears how it ended. */
   #lease: BreakerLease | undefined;
+  /** The policy's observer's watch on this call, and on its attempt in flight. */
+  readonly #watch: CallWatch | undefined;
+  #attemptWatch: AttemptWatch | undefined;
 
-  constructor(o: ResolvedOptions, options?: CallOptions) {
+  constructor(o: ResolvedOptions, options?: CallOptions, stream = false) {
     this.#o = o;
     this.#signal = options?.signal;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
@@ -152,6 +156,12 @@ export class Call {
       o.breaker !== undefined ||
       this.deadline.at !== Number.POSITIVE_INFINITY;
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
+    if (o.observe !== undefined)
+      this.#watch = watchCall(this, o.observe, {
+        stream,
+        model: o.model,
+        upstream: this.#upstream,
+      });
   }
 
   /** Made on first use: a call that succeeds with nobody watching (no run, no onSuccess,
@@ -187,7 +197,26 @@ export class Call {
     if (ms !== Number.POSITIVE_INFINITY)
       scope.arm(ms, attemptCause(now, o.attemptTimeoutMs, this.deadline));
     this.#scope = scope;
+    if (this.#watch !== undefined)
+      this.#attemptWatch = watchAttempt(this, this.#watch, this.#attempt);
     return scope;
+  }
+
+  /** Whether an observer watches this call. */
+  get observed(): boolean {
+    return this.#watch !== undefined;
+  }
+
+  /** Runs the attempt's operation: inside the observer's context when one watches. */
+  run<T>(fn: () => T): T {
+    const w = this.#attemptWatch;
+    return w === undefined ? fn() : w.run(fn);
+  }
+
+  /** A stream's first content came (for the observer's time to first token). */
+  firstContent(): void {
+    const w = this.#attemptWatch;
+    if (w?.firstContent) runHook(this, "observe", () => w.firstContent!(), undefined);
   }
 
   /** Gives up before an attempt when the caller, the run, the deadline or the breaker say
@@ -247,10 +276,14 @@ export class Call {
         reportHookError(this, "budget.onSuccess", error);
       }
     }
-    if (this.#ledger === undefined && o.onSuccess === undefined) return;
+    if (this.#ledger === undefined && o.onSuccess === undefined && this.#watch === undefined)
+      return;
     this.ledger.endedAt = this.#record("ok", undefined, fullUsage(usage));
     const event = { attempts: this.#attempt, ledger: this.ledger };
     if (o.onSuccess) runHook(this, "onSuccess", () => o.onSuccess!(event), undefined);
+    const watch = this.#watch;
+    if (watch)
+      runHook(this, "observe", () => watch.end({ ok: true, ledger: this.ledger }), undefined);
   }
 
   /** Classifies the failure of the attempt that is running: our own cuts first (rule 3). */
@@ -287,6 +320,11 @@ export class Call {
     if (!verdict.retry)
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
     this.#admit(verdict.delayMs, error, f);
+    const watch = this.#watch;
+    if (watch) {
+      const why = f.retryAfterMs === undefined ? "backoff" : "retry-after";
+      runHook(this, "observe", () => watch.wait(verdict.delayMs, why, f), undefined);
+    }
     this.#partial = undefined;
     await this.#beforeWait(more.beforeWait);
     try {
@@ -379,6 +417,9 @@ export class Call {
     if (this.#upstream !== undefined) a.upstream = this.#upstream;
     if (this.#o.price !== this.ledger.price) a.price = this.#o.price;
     this.ledger.record(a);
+    const w = this.#attemptWatch;
+    this.#attemptWatch = undefined;
+    if (w) runHook(this, "observe", () => w.end(a), undefined);
     return now;
   }
 
@@ -411,6 +452,31 @@ export class Call {
         () => onGiveUp({ reason, error: thrown, failure: f, ledger }),
         undefined,
       );
+    this.#endWatch(reason, thrown, f);
     throw thrown;
   }
+
+  /** Tells the observer how the call ended without a value; an attempt refused before it
+   * began was never watched. */
+  #endWatch(reason: GiveUpReason, error: unknown, failure: Failure | undefined): void {
+    const watch = this.#watch;
+    if (watch === undefined) return;
+    const ledger = this.ledger;
+    runHook(
+      this,
+      "observe",
+      () => watch.end({ ok: false, reason, failure, error, ledger }),
+      undefined,
+    );
+  }
+}
+
+/** Asks the observer to watch a call; one that throws watches nothing. */
+function watchCall(call: Call, observer: Observer, info: CallInfo) {
+  return runHook(call, "observe", () => observer.call(info), undefined);
+}
+
+/** The watch on one attempt; an observer that throws leaves it unwatched. */
+function watchAttempt(call: Call, watch: CallWatch, n: number): AttemptWatch | undefined {
+  return runHook(call, "observe", () => watch.attempt(n), undefined);
 }

@@ -50,7 +50,7 @@ export function execute<T>(
     let scope: AttemptScope;
     try {
       scope = call.begin();
-      p = Promise.resolve(operation(scope));
+      p = Promise.resolve(call.observed ? call.run(() => operation(scope)) : operation(scope));
     } catch (e) {
       if (scope! === undefined) return Promise.reject(e);
       p = Promise.reject(e);

@@ -20,6 +20,7 @@ import type { Ledger } from "../core/ledger.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
+import { isObserver, type Observer } from "./observer.ts";
 
 /** What `onRetry` is told before a retry. */
 export interface RetryEvent {
@@ -97,6 +98,8 @@ export interface PolicyOptions {
   onGiveUp?: (event: GiveUpEvent) => void;
   /** Called when a call succeeds (its errors never change the outcome). */
   onSuccess?: (event: SuccessEvent) => void;
+  /** Watches every call: spans, metrics (`otel()` from `breakwater/otel`). @default none */
+  observe?: Observer;
 }
 
 /** The validated, frozen options a policy runs on. */
@@ -116,6 +119,7 @@ export interface ResolvedOptions extends RetryRules {
   readonly onRetry: PolicyOptions["onRetry"];
   readonly onGiveUp: PolicyOptions["onGiveUp"];
   readonly onSuccess: PolicyOptions["onSuccess"];
+  readonly observe: Observer | undefined;
 }
 
 /** An optional timeout: none (Infinity) when absent, else ms > 0 up to a timer's limit. */
@@ -182,6 +186,7 @@ const SPEC = {
   onRetry: opt.fn<PolicyOptions["onRetry"]>(),
   onGiveUp: opt.fn<PolicyOptions["onGiveUp"]>(),
   onSuccess: opt.fn<PolicyOptions["onSuccess"]>(),
+  observe: opt.any<Observer>(isObserver, "an Observer (an object with call())"),
 } satisfies Record<keyof PolicyOptions, Rule<unknown>>;
 
 /** The policy's admission: the one given, a RetryBudget from options, none for `false`,

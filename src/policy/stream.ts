@@ -113,7 +113,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     });
     this.done.catch(noop); // the iterator throws too: an unread outcome is not unhandled
     // Nothing is registered until the first read: a stream never read holds nothing.
-    this.#call = new Call(o, options);
+    this.#call = new Call(o, options, true);
   }
 
   get ledger(): Ledger {
@@ -234,6 +234,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
         return AGAIN;
       }
       this.#contentSeen = true;
+      this.#call.firstContent();
       if (this.#s.idleMs !== Number.POSITIVE_INFINITY) this.#lastChunkAt = this.#o.clock.now();
       this.#armWatchdog();
     } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY && this.#isContentOnce(chunk)) {
@@ -337,7 +338,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#armWatchdog();
     let opening: Promise<AsyncIterable<C>>;
     try {
-      opening = Promise.resolve(this.#open(scope));
+      opening = Promise.resolve(this.#call.run(() => this.#open(scope)));
     } catch (error) {
       await this.#attemptFailed(error);
       return;

@@ -1,0 +1,280 @@
+import {
+  type Attributes,
+  type Context,
+  context,
+  createNoopMeter,
+  type Meter,
+  metrics,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
+import {
+  type AttemptRecord,
+  type AttemptWatch,
+  type CallEnd,
+  type CallWatch,
+  type Failure,
+  type Observer,
+  type Policy,
+  type Run,
+  redact,
+} from "../index.ts";
+
+/** What `otel()` takes. */
+export interface OtelOptions {
+  /** Where spans go. @default the global tracer provider's "breakwater" tracer */
+  tracer?: Tracer;
+  /** Where metrics go. @default the global meter provider's "breakwater" meter */
+  meter?: Meter;
+  /** `gen_ai.provider.name` (the GenAI semantic conventions): "openai", "anthropic",
+   * "gcp.gemini", "aws.bedrock", ... @default unset */
+  provider?: string;
+  /** `gen_ai.operation.name`. @default "chat" */
+  operation?: string;
+}
+
+const BREAKER_STATE = { closed: 0, "half-open": 1, open: 2 } as const;
+
+/** An error's message, masked: what is exported never carries a key (rule 10). */
+const safeMessage = (error: unknown): string =>
+  redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+
+/** Attributes a failure adds, in the conventions' words where they have some. */
+function failureAttributes(f: Failure | undefined): Attributes {
+  if (f === undefined) return {};
+  return {
+    "error.type": f.kind,
+    "breakwater.failure.kind": f.kind,
+    ...(f.code !== undefined && { "breakwater.failure.code": f.code }),
+    ...(f.status !== undefined && { "http.response.status_code": f.status }),
+    ...(f.retryAfterMs !== undefined && { "breakwater.retry_after_ms": f.retryAfterMs }),
+  };
+}
+
+/** The instruments, made once per observer. */
+function instruments(meter: Meter) {
+  return {
+    attempts: meter.createCounter("breakwater.attempts", {
+      description: "Attempts sent, by outcome and failure kind",
+    }),
+    retries: meter.createCounter("breakwater.retries", { description: "Attempts after the first" }),
+    perCall: meter.createHistogram("breakwater.call.attempts", {
+      description: "Attempts per logical call",
+    }),
+    giveUps: meter.createCounter("breakwater.give_ups", {
+      description: "Calls ended without a value, by reason",
+    }),
+    wait: meter.createHistogram("breakwater.retry.wait", {
+      description: "Waits before retries",
+      unit: "ms",
+    }),
+    tokens: meter.createHistogram("gen_ai.client.token.usage", {
+      description: "Tokens of the successful attempt, by type",
+      unit: "{token}",
+    }),
+    wasted: meter.createCounter("breakwater.tokens.wasted", {
+      description: "Tokens billed for failed attempts",
+      unit: "{token}",
+    }),
+    billed: meter.createCounter("breakwater.tokens.billed", {
+      description: "Tokens billed, retries included",
+      unit: "{token}",
+    }),
+    cost: meter.createCounter("breakwater.cost", {
+      description: "What calls cost, by the policy's prices",
+    }),
+  };
+}
+
+type Instruments = ReturnType<typeof instruments>;
+
+/**
+ * Telemetry for a policy, with the OpenTelemetry API (an optional peer): a span per
+ * logical call (GenAI conventions: `gen_ai.operation.name`, `gen_ai.request.model`,
+ * `gen_ai.usage.*`, `error.type`) with a child span per attempt and an event per wait, and
+ * metrics (attempts, retries, attempts per call, give-ups, waits, tokens, cost, breaker
+ * state, budget level). Pass it as `policy({ observe: otel() })`. With no provider
+ * registered a call costs one no-op span start and is not watched further.
+ */
+export function otel(options: OtelOptions = {}): Observer & {
+  /** Registers the gauges of a policy's breaker and budget (state, tokens left). */
+  gauges(p: Policy): void;
+} {
+  const tracer = options.tracer ?? trace.getTracer("breakwater");
+  const meter = options.meter ?? metrics.getMeter("breakwater");
+  const m = instruments(meter);
+  const operation = options.operation ?? "chat";
+  const provider = options.provider;
+  // With no meter provider the meter is the API's no-op one: then an unsampled call needs
+  // no watching at all.
+  const measuring = meter.constructor !== createNoopMeter().constructor;
+  return {
+    call(info) {
+      const parent = context.active();
+      const name = info.model === undefined ? operation : `${operation} ${info.model}`;
+      const span = tracer.startSpan(name, { kind: SpanKind.CLIENT }, parent);
+      // Unsampled and unmeasured (no provider registered): nothing more to do, or to pay.
+      if (!span.isRecording() && !measuring) return undefined;
+      const attributes: Attributes = {
+        "gen_ai.operation.name": operation,
+        ...(provider !== undefined && { "gen_ai.provider.name": provider }),
+        ...(info.model !== undefined && { "gen_ai.request.model": info.model }),
+        ...(info.upstream !== undefined && { "breakwater.upstream": info.upstream }),
+        "breakwater.stream": info.stream,
+      };
+      span.setAttributes(attributes);
+      return watchCall(tracer, m, span, parent, attributes);
+    },
+    gauges(p) {
+      const { breaker, budget } = p.options;
+      if (breaker !== undefined)
+        meter
+          .createObservableGauge("breakwater.breaker.state", {
+            description: "0 closed, 1 half-open, 2 open",
+          })
+          .addCallback((r) => r.observe(BREAKER_STATE[breaker.state] ?? 0));
+      const bucket = budget as unknown as { tokens?: unknown } | undefined;
+      if (typeof bucket?.tokens === "number")
+        meter
+          .createObservableGauge("breakwater.budget.tokens", {
+            description: "Retry tokens left in the budget",
+          })
+          .addCallback((r) => r.observe(Number(bucket.tokens)));
+    },
+  };
+}
+
+function watchCall(
+  tracer: Tracer,
+  m: Instruments,
+  span: Span,
+  parent: Context,
+  base: Attributes,
+): CallWatch {
+  const callContext = trace.setSpan(parent, span);
+  const metricAttrs: Attributes = {
+    ...(base["gen_ai.request.model"] !== undefined && {
+      "gen_ai.request.model": base["gen_ai.request.model"],
+    }),
+    ...(base["gen_ai.provider.name"] !== undefined && {
+      "gen_ai.provider.name": base["gen_ai.provider.name"],
+    }),
+  };
+  return {
+    attempt(n) {
+      const started = performance.now();
+      const attempt = tracer.startSpan(
+        `breakwater.attempt ${n}`,
+        { kind: SpanKind.INTERNAL, attributes: { "breakwater.attempt": n } },
+        callContext,
+      );
+      const inAttempt = trace.setSpan(callContext, attempt);
+      if (n > 1) m.retries.add(1, metricAttrs);
+      return {
+        run: (fn) => context.with(inAttempt, fn),
+        firstContent() {
+          attempt.setAttribute("breakwater.time_to_first_token_ms", performance.now() - started);
+        },
+        end(record: AttemptRecord) {
+          attempt.setAttributes({
+            "breakwater.outcome": record.outcome,
+            "breakwater.wait_before_ms": record.waitMs,
+            ...failureAttributes(record.failure),
+            ...(record.usage && {
+              "gen_ai.usage.input_tokens": record.usage.inputTokens,
+              "gen_ai.usage.output_tokens": record.usage.outputTokens,
+            }),
+          });
+          if (record.outcome === "failed") attempt.setStatus({ code: SpanStatusCode.ERROR });
+          attempt.end();
+          m.attempts.add(1, {
+            ...metricAttrs,
+            "breakwater.outcome": record.outcome,
+            ...(record.failure && { "error.type": record.failure.kind }),
+          });
+        },
+      } satisfies AttemptWatch;
+    },
+    wait(ms, why, failure) {
+      span.addEvent("breakwater.wait", {
+        "breakwater.wait_ms": ms,
+        "breakwater.wait_why": why,
+        ...failureAttributes(failure),
+      });
+      m.wait.record(ms, { ...metricAttrs, "breakwater.wait_why": why });
+    },
+    end(outcome: CallEnd) {
+      const { ledger } = outcome;
+      const attempts = ledger.attempts.length;
+      span.setAttributes({
+        "breakwater.attempts": attempts,
+        "gen_ai.usage.input_tokens": ledger.usage.inputTokens,
+        "gen_ai.usage.output_tokens": ledger.usage.outputTokens,
+        "breakwater.wasted.input_tokens": ledger.wasted.inputTokens,
+        "breakwater.wasted.output_tokens": ledger.wasted.outputTokens,
+      });
+      m.perCall.record(attempts, metricAttrs);
+      recordTokens(m, ledger, metricAttrs);
+      if (!outcome.ok) {
+        span.setAttributes({
+          "breakwater.give_up_reason": outcome.reason,
+          ...failureAttributes(outcome.failure),
+        });
+        // Redacted: what is exported never carries a key (rule 10).
+        span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(outcome.error) });
+        m.giveUps.add(1, { ...metricAttrs, "breakwater.give_up_reason": outcome.reason });
+      }
+      span.end();
+    },
+  };
+}
+
+function recordTokens(m: Instruments, ledger: CallEnd["ledger"], attrs: Attributes): void {
+  const { usage, wasted, billed } = ledger;
+  if (usage.inputTokens > 0)
+    m.tokens.record(usage.inputTokens, { ...attrs, "gen_ai.token.type": "input" });
+  if (usage.outputTokens > 0)
+    m.tokens.record(usage.outputTokens, { ...attrs, "gen_ai.token.type": "output" });
+  const total = (u: { inputTokens: number; outputTokens: number }) =>
+    u.inputTokens + u.outputTokens;
+  if (total(wasted) > 0) m.wasted.add(total(wasted), attrs);
+  if (total(billed) > 0) m.billed.add(total(billed), attrs);
+  const cost = ledger.cost?.billed;
+  if (cost !== undefined && cost > 0) m.cost.add(cost, attrs);
+}
+
+/**
+ * A span for a whole run around `fn` (its calls' spans nest under it): the run's id and
+ * deadline, and at the end its totals (calls, attempts, retries, steps replayed, billed
+ * tokens).
+ */
+export async function traceRun<T>(
+  run: Run,
+  fn: () => Promise<T>,
+  options: { tracer?: Tracer } = {},
+): Promise<T> {
+  const tracer = options.tracer ?? trace.getTracer("breakwater");
+  const span = tracer.startSpan("breakwater.run", {
+    attributes: { "breakwater.run.id": run.id, "breakwater.run.deadline_ms": run.remainingMs() },
+  });
+  try {
+    return await context.with(trace.setSpan(context.active(), span), fn);
+  } catch (error) {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(error) });
+    throw error;
+  } finally {
+    const s = run.stats;
+    span.setAttributes({
+      "breakwater.run.calls": s.calls,
+      "breakwater.run.attempts": s.attempts,
+      "breakwater.run.retries": s.retries,
+      "breakwater.run.steps_replayed": s.stepsReplayed,
+      "breakwater.run.billed.input_tokens": run.billed.inputTokens,
+      "breakwater.run.billed.output_tokens": run.billed.outputTokens,
+    });
+    span.end();
+  }
+}

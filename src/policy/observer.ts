@@ -1,0 +1,58 @@
+import type { GiveUpReason } from "../core/errors.ts";
+import type { Failure } from "../core/failure.ts";
+import type { AttemptRecord, Ledger } from "../core/ledger.ts";
+
+/** What an observer is told when a call starts. */
+export interface CallInfo {
+  /** A stream (`policy.stream`) or one answer (`policy.execute`). */
+  readonly stream: boolean;
+  /** The policy's model, when it names one. */
+  readonly model: string | undefined;
+  /** The upstream this call goes to (a fallback chain names it). */
+  readonly upstream: string | undefined;
+}
+
+/** How a call ended. */
+export type CallEnd =
+  | { readonly ok: true; readonly ledger: Ledger }
+  | {
+      readonly ok: false;
+      readonly reason: GiveUpReason;
+      readonly failure: Failure | undefined;
+      readonly error: unknown;
+      readonly ledger: Ledger;
+    };
+
+/** One attempt, watched. */
+export interface AttemptWatch {
+  /** Runs the attempt's operation (an observer runs it inside its own context, so the
+   * SDK's HTTP spans nest under the attempt). */
+  run<T>(fn: () => T): T;
+  /** A stream's first content chunk came. */
+  firstContent?(): void;
+  /** The attempt ended, as the ledger records it. */
+  end(record: AttemptRecord): void;
+}
+
+/** One call, watched. Every method is called at most as the call goes; none may throw
+ * (what throws is reported as a hook error and ignored). */
+export interface CallWatch {
+  /** Attempt `n` starts. */
+  attempt(n: number): AttemptWatch;
+  /** The call waits `ms` before the next attempt: the server's hint, or the backoff. */
+  wait(ms: number, why: "retry-after" | "backoff", failure: Failure): void;
+  /** The call ended. */
+  end(outcome: CallEnd): void;
+}
+
+/**
+ * Watches every call of a policy (telemetry: `breakwater/otel`). Asked once per call; a
+ * call it returns nothing for is not watched, and costs nothing more.
+ */
+export interface Observer {
+  /** A call starts: how to watch it, or undefined to leave it unwatched. */
+  call(info: CallInfo): CallWatch | undefined;
+}
+
+export const isObserver = (x: unknown): x is Observer =>
+  x !== null && typeof x === "object" && typeof (x as Observer).call === "function";
