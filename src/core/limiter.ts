@@ -1,0 +1,444 @@
+import { type Clock, systemClock } from "./clock.ts";
+import { type LimitState, parseRateLimitHeaders, type RateLimitState } from "./ratelimit.ts";
+import type { Usage } from "./usage.ts";
+import { opt, parseOptions } from "./validate.ts";
+
+/** Limits known in advance (the provider's published ones for your tier). */
+export interface RateLimits {
+  requestsPerMinute?: number;
+  /** Input and output tokens together (OpenAI's TPM). */
+  tokensPerMinute?: number;
+  inputTokensPerMinute?: number;
+  outputTokensPerMinute?: number;
+}
+
+/** Options of a `RateLimiter`. */
+export interface RateLimiterOptions {
+  /** Limits to hold before any response tells better. @default none: headers only */
+  limits?: RateLimits;
+  /** Calls in flight at once, across everything sharing the limiter. @default unlimited */
+  maxConcurrent?: number;
+  /** Calls in flight at once for one run and the child runs it started. @default unlimited */
+  maxConcurrentPerRun?: number;
+  /** Calls waiting at once; more are refused at once. @default 1000 */
+  maxQueue?: number;
+  clock?: Clock;
+}
+
+/** What one call is expected to spend: its prompt and its output allowance. */
+export interface Cost {
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+}
+
+/** How a call waits: until its deadline at most, cancellable, ahead of lower priorities;
+ * `group` is the run tree it belongs to (fairness and the per-run cap). */
+export interface AcquireOptions {
+  deadlineAt?: number;
+  signal?: AbortSignal;
+  priority?: number;
+  group?: object;
+}
+
+/** A call's claim on the limiter. */
+export interface Permit {
+  /** The call ended: what it reserved and did not spend goes back. */
+  settle(actual?: Partial<Usage>): void;
+  /** The call was never sent: everything goes back, the request too. */
+  cancel(): void;
+}
+
+/** The limiter would make a call wait past its deadline, or its queue is full: refused
+ * before anything is sent. */
+export class RateLimitWaitError extends Error {
+  override name = "BreakwaterRateLimitWaitError";
+  /** How long the call would have had to wait. */
+  readonly waitMs: number;
+  constructor(message: string, waitMs: number) {
+    super(message);
+    this.waitMs = waitMs;
+  }
+}
+
+/** A token bucket that refills continuously: `capacity` over a window. */
+class Bucket {
+  capacity: number;
+  level: number;
+  perMs: number;
+  at: number;
+
+  constructor(capacity: number, windowMs: number, now: number) {
+    this.capacity = capacity;
+    this.level = capacity;
+    this.perMs = capacity / windowMs;
+    this.at = now;
+  }
+
+  refill(now: number): void {
+    if (now > this.at)
+      this.level = Math.min(this.capacity, this.level + (now - this.at) * this.perMs);
+    this.at = Math.max(this.at, now);
+  }
+
+  /** Ms until `n` fits. A call larger than the whole window waits for a full bucket and
+   * goes: the estimate may be high, and the server has the last word. */
+  waitFor(n: number, now: number): number {
+    this.refill(now);
+    const need = Math.min(n, this.capacity);
+    return this.level >= need ? 0 : (need - this.level) / this.perMs;
+  }
+
+  /** Takes `n` (never below empty); returns what it took. */
+  take(n: number): number {
+    const took = Math.min(n, Math.max(0, this.level));
+    this.level -= took;
+    return took;
+  }
+
+  /** Gives back `n` (a negative `n` spends more), kept within [0, capacity]. */
+  give(n: number): void {
+    this.level = Math.max(0, Math.min(this.capacity, this.level + n));
+  }
+
+  /** What the server says: never more left than it counts; its limit and refill pace. */
+  correct(s: LimitState, now: number): void {
+    this.refill(now);
+    if (s.limit !== undefined && s.limit > 0) this.capacity = s.limit;
+    if (s.remaining !== undefined) this.level = Math.min(this.level, s.remaining);
+    this.level = Math.min(this.level, this.capacity);
+    // Until the reset the server refills what is spent: its pace, as of this response.
+    const rem = s.remaining;
+    if (s.resetAtMs !== undefined && s.resetAtMs > now && rem !== undefined && rem < this.capacity)
+      this.perMs = (this.capacity - rem) / (s.resetAtMs - now);
+  }
+}
+
+interface Waiter {
+  readonly cost: Cost;
+  readonly priority: number;
+  readonly seq: number;
+  readonly deadlineAt: number;
+  readonly group: object | undefined;
+  grant(p: Permit): void;
+  refuse(e: unknown): void;
+}
+
+const MINUTE = 60_000;
+const KEYS = ["requests", "tokens", "inputTokens", "outputTokens"] as const;
+type Key = (typeof KEYS)[number];
+const INF = Number.POSITIVE_INFINITY;
+const perMinute = opt.num(1, INF, Number.NaN);
+
+const SPEC = {
+  limits: opt.object({
+    requestsPerMinute: perMinute,
+    tokensPerMinute: perMinute,
+    inputTokensPerMinute: perMinute,
+    outputTokensPerMinute: perMinute,
+  }),
+  maxConcurrent: opt.int(1, INF, true),
+  maxConcurrentPerRun: opt.int(1, INF, true),
+  maxQueue: opt.int(0, 1000, true),
+  clock: opt.any<Clock>(
+    (x) => typeof (x as Clock)?.now === "function" && typeof (x as Clock)?.schedule === "function",
+    "a Clock",
+  ),
+};
+
+/** What each dimension needs for a cost. */
+const needs = (c: Cost): readonly number[] => {
+  const i = c.inputTokens ?? 0;
+  const o = c.outputTokens ?? 0;
+  return [1, i + o, i, o];
+};
+
+/** Past the deadline, beyond the rounding of the refill arithmetic. */
+const late = (now: number, wait: number, deadlineAt: number) => now + wait > deadlineAt + 1e-6;
+
+const tooLong = (wait: number) =>
+  new RateLimitWaitError(
+    `the rate limits would hold the call ${Math.ceil(wait)} ms, past its deadline`,
+    wait,
+  );
+
+/**
+ * Keeps calls under an upstream's rate limits before they are sent, instead of meeting
+ * the 429 (docs/architecture.md, rule 16): request and token buckets set from configured
+ * limits and corrected by every response's rate-limit headers; a call that would exceed
+ * them waits in a queue (by priority, then the run tree with the fewest calls in flight,
+ * then arrival) if its deadline allows, and is refused at once with the wait it would have
+ * needed if not. Share one per upstream (key × model). With no limits configured and no
+ * headers seen, it lets everything through (fails open).
+ */
+export class RateLimiter {
+  readonly maxConcurrent: number;
+  readonly maxConcurrentPerRun: number;
+  readonly maxQueue: number;
+  readonly #clock: Clock;
+  readonly #buckets = new Map<Key, Bucket>();
+  readonly #queue: Waiter[] = [];
+  readonly #groups = new Map<object, number>();
+  #inFlight = 0;
+  #seq = 0;
+  #holdUntil = 0;
+  #timer: (() => void) | undefined;
+
+  constructor(options: RateLimiterOptions = {}) {
+    const o = parseOptions("RateLimiter", SPEC, options);
+    this.maxConcurrent = o.maxConcurrent;
+    this.maxConcurrentPerRun = o.maxConcurrentPerRun;
+    this.maxQueue = o.maxQueue;
+    this.#clock = o.clock ?? systemClock;
+    const now = this.#clock.now();
+    const set = (key: Key, n: number) => {
+      if (!Number.isNaN(n)) this.#buckets.set(key, new Bucket(n, MINUTE, now));
+    };
+    set("requests", o.limits.requestsPerMinute);
+    set("tokens", o.limits.tokensPerMinute);
+    set("inputTokens", o.limits.inputTokensPerMinute);
+    set("outputTokens", o.limits.outputTokensPerMinute);
+  }
+
+  /** Calls waiting for room. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** Calls holding a permit. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Ms until `cost` fits every bucket and any hold has passed (0: now). */
+  #waitFor(cost: Cost, now: number): number {
+    const n = needs(cost);
+    let wait = Math.max(0, this.#holdUntil - now);
+    for (let k = 0; k < KEYS.length; k++) {
+      const b = this.#buckets.get(KEYS[k]!);
+      if (b !== undefined && n[k]! > 0) wait = Math.max(wait, b.waitFor(n[k]!, now));
+    }
+    return wait;
+  }
+
+  #hasSlot(group: object | undefined): boolean {
+    if (this.#inFlight >= this.maxConcurrent) return false;
+    return group === undefined || (this.#groups.get(group) ?? 0) < this.maxConcurrentPerRun;
+  }
+
+  #take(cost: Cost, group: object | undefined): Permit {
+    const n = needs(cost);
+    const took = KEYS.map((key, k) => this.#buckets.get(key)?.take(n[k]!) ?? 0);
+    this.#inFlight++;
+    if (group !== undefined) this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
+    let done = false;
+    const end = (back: (b: Bucket, k: number) => void) => {
+      if (done) return;
+      done = true;
+      this.#inFlight--;
+      if (group !== undefined) {
+        const left = this.#groups.get(group)! - 1;
+        if (left === 0) this.#groups.delete(group);
+        else this.#groups.set(group, left);
+      }
+      KEYS.forEach((key, k) => {
+        const b = this.#buckets.get(key);
+        if (b !== undefined) back(b, k);
+      });
+      this.#pump();
+    };
+    return {
+      // What a call reserved and did not spend goes back (its output allowance, mostly);
+      // one that spent more leaves the bucket lower, never below empty. A failed call with
+      // no usage keeps its request and its input, and gives back its output allowance.
+      settle: (actual) =>
+        end((b, k) => {
+          if (k === 0) return;
+          const spent = spentOf(cost, actual, k);
+          b.give(took[k]! - spent);
+        }),
+      cancel: () => end((b, k) => b.give(took[k]!)),
+    };
+  }
+
+  /** A permit now, without waiting, or undefined when the call would have to wait. */
+  tryAcquire(cost: Cost, group?: object): Permit | undefined {
+    if (this.#queue.length > 0 || !this.#hasSlot(group)) return undefined;
+    return this.#waitFor(cost, this.#clock.now()) === 0 ? this.#take(cost, group) : undefined;
+  }
+
+  /**
+   * Waits until `cost` fits (at once when it does) and returns the permit to settle when
+   * the call ends. Refuses with a RateLimitWaitError when the wait would pass `deadlineAt`
+   * or the queue is full, and with the signal's reason when `signal` aborts.
+   */
+  acquire(cost: Cost, o: AcquireOptions = {}): Promise<Permit> {
+    const now = this.#clock.now();
+    const now_ = this.tryAcquire(cost, o.group);
+    if (now_ !== undefined) return Promise.resolve(now_);
+    if (o.signal?.aborted) return Promise.reject(o.signal.reason);
+    const deadlineAt = o.deadlineAt ?? INF;
+    const wait = this.#waitFor(cost, now);
+    if (late(now, wait, deadlineAt)) return Promise.reject(tooLong(wait));
+    if (this.#queue.length >= this.maxQueue)
+      return Promise.reject(new RateLimitWaitError("the rate limiter's queue is full", wait));
+    return new Promise<Permit>((resolve, reject) => {
+      const signal = o.signal;
+      const onAbort = () => {
+        this.#remove(waiter);
+        reject(signal!.reason);
+        this.#pump();
+      };
+      const waiter: Waiter = {
+        cost,
+        priority: o.priority ?? 0,
+        seq: this.#seq++,
+        deadlineAt,
+        group: o.group,
+        grant: (p) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(p);
+        },
+        refuse: (e) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#queue.push(waiter);
+      this.#pump();
+    });
+  }
+
+  #remove(w: Waiter): void {
+    const i = this.#queue.indexOf(w);
+    if (i >= 0) this.#queue.splice(i, 1);
+  }
+
+  /** The waiter to serve next among those with a free slot: the highest priority, then
+   * the run tree with the fewest calls in flight, then the earliest. */
+  #next(): Waiter | undefined {
+    let best: Waiter | undefined;
+    let bestLoad = 0;
+    for (const w of this.#queue) {
+      if (!this.#hasSlot(w.group)) continue;
+      const load = w.group === undefined ? 0 : (this.#groups.get(w.group) ?? 0);
+      if (
+        best === undefined ||
+        w.priority > best.priority ||
+        (w.priority === best.priority &&
+          (load < bestLoad || (load === bestLoad && w.seq < best.seq)))
+      ) {
+        best = w;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  /** Refuses the waiters that can no longer make their deadline. A waiter's (now + wait)
+   * grows only when something takes or the server says less is left, and both pump: no
+   * timer is needed to find them. */
+  #dropLate(now: number): void {
+    for (const w of [...this.#queue]) {
+      const wait = this.#waitFor(w.cost, now);
+      if (late(now, wait, w.deadlineAt)) {
+        this.#remove(w);
+        w.refuse(tooLong(wait));
+      }
+    }
+  }
+
+  /** Drops what can no longer make its deadline, grants what fits, and arms one timer for
+   * the next grant. */
+  #pump(): void {
+    this.#timer?.();
+    this.#timer = undefined;
+    const now = this.#clock.now();
+    let wake = INF;
+    for (;;) {
+      this.#dropLate(now);
+      const w = this.#next();
+      if (w === undefined) break; // a slot frees on a settle, which pumps
+      const wait = this.#waitFor(w.cost, now);
+      if (wait > 0) {
+        wake = wait;
+        break;
+      }
+      this.#remove(w);
+      w.grant(this.#take(w.cost, w.group));
+    }
+    if (this.#queue.length > 0 && Number.isFinite(wake))
+      this.#timer = this.#clock.schedule(Math.max(1, Math.ceil(wake)), () => this.#pump());
+  }
+
+  /** What a response said of the limits: the buckets follow the server. */
+  observe(state: RateLimitState): void {
+    const now = this.#clock.now();
+    for (const key of KEYS) {
+      const s = state[key];
+      if (s === undefined || (s.limit === undefined && s.remaining === undefined)) continue;
+      let b = this.#buckets.get(key);
+      if (b === undefined) {
+        const capacity = s.limit ?? s.remaining!;
+        if (!(capacity > 0)) continue;
+        b = new Bucket(capacity, MINUTE, now);
+        this.#buckets.set(key, b);
+      }
+      b.correct(s, now);
+    }
+    this.#pump();
+  }
+
+  /** Reads a response's rate-limit headers (`parseRateLimitHeaders`) into the buckets;
+   * instants are read against the wall clock and moved onto the limiter's. */
+  observeHeaders(headers: unknown, wallNow: number = Date.now()): void {
+    const state = parseRateLimitHeaders(headers, wallNow);
+    const shift = this.#clock.now() - wallNow;
+    const moved: { -readonly [K in Key]?: LimitState } = {};
+    for (const key of KEYS) {
+      const s = state[key];
+      if (s !== undefined)
+        moved[key] = s.resetAtMs === undefined ? s : { ...s, resetAtMs: s.resetAtMs + shift };
+    }
+    this.observe(moved);
+  }
+
+  /** The upstream said to wait (a 429 with Retry-After): nobody is sent before `untilMs`. */
+  hold(untilMs: number): void {
+    if (!(untilMs > this.#holdUntil)) return;
+    this.#holdUntil = untilMs;
+    this.#pump();
+  }
+
+  /** The share left of the tightest limit, 0 to 1 (1 with no limits known, 0 while
+   * held): how much room this upstream has, for choosing among deployments. */
+  headroom(): number {
+    const now = this.#clock.now();
+    if (now < this.#holdUntil) return 0;
+    let least = 1;
+    for (const b of this.#buckets.values()) {
+      b.refill(now);
+      least = Math.min(least, b.level / b.capacity);
+    }
+    return least;
+  }
+
+  /** Each bucket's level and capacity now (for tests, dashboards and shared state). */
+  snapshot(): Partial<Record<Key, { level: number; capacity: number }>> {
+    const now = this.#clock.now();
+    const out: Partial<Record<Key, { level: number; capacity: number }>> = {};
+    for (const [key, b] of this.#buckets) {
+      b.refill(now);
+      out[key] = { level: b.level, capacity: b.capacity };
+    }
+    return out;
+  }
+}
+
+/** What a call spent in dimension `k` (1 tokens, 2 input, 3 output): its usage where
+ * known; a failed call with no usage spent its input and none of its output. */
+function spentOf(cost: Cost, actual: Partial<Usage> | undefined, k: number): number {
+  const input = actual?.inputTokens ?? cost.inputTokens ?? 0;
+  const output = actual?.outputTokens ?? (actual === undefined ? (cost.outputTokens ?? 0) : 0);
+  return k === 1 ? input + output : k === 2 ? input : output;
+}
