@@ -29,6 +29,10 @@ const REASONS = {
     message: "the stream failed after output reached the consumer; not replayed",
   },
   "attempt-timeout": { own: true, message: "every attempt ran out of time" },
+  "rate-limit-wait": {
+    own: true,
+    message: "the rate limits would hold the call past its deadline: refused before sending",
+  },
   "run-attempts": { own: true, message: "the run has used all its attempts" },
   "run-deadline": { own: true, message: "the run's deadline has passed" },
   "run-tokens": { own: true, message: "the run has spent its token allowance" },

@@ -10,6 +10,7 @@ import {
 } from "../core/errors.ts";
 import { type Failure, failure, isOutputKind, KINDS } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
+import { type Cost, type Permit, RateLimitWaitError } from "../core/limiter.ts";
 import { scrubError } from "../core/redact.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
@@ -57,6 +58,12 @@ export interface CallOptions {
   ledger?: Ledger;
   /** Names the upstream in the ledger's attempt records. */
   upstream?: string;
+  /** What one attempt is expected to spend, for the policy's rate limiter: the prompt's
+   * tokens and the output allowance (`max_tokens`). @default nothing but the request */
+  cost?: Cost;
+  /** Where this call stands in the rate limiter's queue: higher goes first (a critical
+   * step). @default the run's priority, else 0 */
+  priority?: number;
 }
 
 export interface FailOptions {
@@ -88,9 +95,15 @@ export const CALL_SPEC = {
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
   upstream: opt.str(),
+  cost: opt.object({
+    inputTokens: opt.num(0, Number.POSITIVE_INFINITY, 0),
+    outputTokens: opt.num(0, Number.POSITIVE_INFINITY, 0),
+  }),
+  priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
+const NO_COST: Cost = {};
 const UNKNOWN = failure("unknown");
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
@@ -133,9 +146,13 @@ export class Call {
   /** The policy's observer's watch on this call, and on its attempt in flight. */
   readonly #watch: CallWatch | undefined;
   #attemptWatch: AttemptWatch | undefined;
+  /** The rate limiter's grant for the attempt about to start or in flight. */
+  #permit: Permit | undefined;
+  readonly #options: CallOptions | undefined;
 
   constructor(o: ResolvedOptions, options?: CallOptions, stream = false) {
     this.#o = o;
+    this.#options = options;
     this.#signal = options?.signal;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#retryIf = options?.retryIf;
@@ -173,6 +190,42 @@ export class Call {
 
   get attempt(): number {
     return this.#attempt;
+  }
+
+  /**
+   * Takes the rate limiter's permit for the next attempt (rule 16): undefined when there
+   * is no limiter or room now; else a wait, cancellable and within the deadline, that
+   * gives up with `rate-limit-wait` when the deadline cannot be met.
+   */
+  gate(): Promise<void> | undefined {
+    const limiter = this.#o.limiter;
+    if (limiter === undefined) return undefined;
+    const o = this.#options;
+    const cost = o?.cost ?? NO_COST;
+    const group = o?.run?.root;
+    this.#permit = limiter.tryAcquire(cost, group);
+    if (this.#permit !== undefined) return undefined;
+    this.#startNow = undefined; // the attempt starts after the wait
+    const priority = o?.priority ?? o?.run?.priority ?? 0;
+    const wait = { deadlineAt: this.deadline.at, signal: this.#signal, priority, group };
+    return limiter.acquire(cost, wait).then(
+      (p) => void (this.#permit = p),
+      (e: unknown) => {
+        if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
+        const waitMs = isA(e, RateLimitWaitError) ? e.waitMs : undefined;
+        this.#giveUp("rate-limit-wait", this.#lastError ?? e, this.#lastFailure, waitMs);
+      },
+    );
+  }
+
+  /** Ends the attempt's claim on the rate limiter: settled with what it spent, or (never
+   * sent) cancelled. */
+  #endPermit(how: "settle" | "cancel", usage?: Partial<Usage>): void {
+    const p = this.#permit;
+    if (p === undefined) return;
+    this.#permit = undefined;
+    if (how === "cancel") p.cancel();
+    else p.settle(usage);
   }
 
   /** Starts an attempt, or throws if the call may not make one (caller abort, run,
@@ -243,9 +296,11 @@ export class Call {
   }
 
   /** The attempt ends with no verdict on the upstream (a consumer left, a hook failed):
-   * what it held is released, nothing is decided. */
-  abandon(): void {
+   * what it held is released, nothing is decided (`sent: false`: it never went out, so
+   * the rate limiter gets all of it back). */
+  abandon(sent = true): void {
     this.#scope?.end();
+    this.#endPermit(sent ? "settle" : "cancel");
     this.#release("onNeutral");
   }
 
@@ -268,6 +323,7 @@ export class Call {
   succeed(usage?: Partial<Usage>, upstream: "onSuccess" | "onNeutral" = "onSuccess"): void {
     const o = this.#o;
     this.#scope?.end();
+    if (this.#permit !== undefined) this.#endPermit("settle", usage);
     if (this.#lease !== undefined) this.#release(upstream);
     if (o.budget !== undefined) {
       try {
@@ -352,6 +408,7 @@ export class Call {
     this.#lastError = error;
     this.#lastFailure = f;
     this.#scope?.end();
+    this.#limit(f, more.usage);
     this.#record("failed", f, fullUsage(more.usage));
     this.#release(KINDS[f.kind].upstream ? "onFailure" : "onNeutral");
     const budget = this.#o.budget;
@@ -360,6 +417,15 @@ export class Call {
       runHook(this, "budget.onFailure", () => budget.onFailure!(f, at), undefined);
     this.#partial = more.partial;
     return f;
+  }
+
+  /** A failed attempt's spend goes back to the limiter; a 429 with a wait holds
+   * everyone sharing the limiter until it passes. */
+  #limit(f: Failure, usage: Partial<Usage> | undefined): void {
+    this.#endPermit("settle", usage ?? {});
+    const limiter = this.#o.limiter;
+    if (limiter !== undefined && f.kind === "rate_limited" && f.retryAfterMs !== undefined)
+      limiter.hold(this.#o.clock.now() + f.retryAfterMs);
   }
 
   #state(f: Failure, more: FailOptions): RetryState {
@@ -431,6 +497,7 @@ export class Call {
     f: Failure | undefined,
     retryAfterMs?: number,
   ): never {
+    this.#endPermit("cancel"); // held only by an attempt refused before it was sent
     const ledger = this.ledger;
     const partial = this.#partial;
     if (partial !== undefined && reason !== "cancelled" && !(f && isOutputKind(f.kind)))

@@ -45,7 +45,12 @@ export function execute<T>(
   const readUsage = options?.usage ?? o.usage;
   const output =
     options?.validate === undefined && options?.truncated === undefined ? undefined : options;
+  // The rate limiter's permit first (rule 16): at once on the common path.
   const attempt = (): Promise<T> => {
+    const gate = call.gate();
+    return gate === undefined ? send() : gate.then(send);
+  };
+  const send = (): Promise<T> => {
     let p: Promise<T>;
     let scope: AttemptScope;
     try {
@@ -55,19 +60,31 @@ export function execute<T>(
       if (scope! === undefined) return Promise.reject(e);
       p = Promise.reject(e);
     }
-    return scope.race(p).then(
-      (value) => {
-        const usage = readUsage === undefined ? undefined : call.usageOf(value, readUsage);
-        if (output === undefined) {
-          call.succeed(usage);
-          return value;
-        }
-        return checked(call, value, usage, output, attempt);
-      },
-      (error) => call.fail(error).then(attempt),
-    );
+    return settleAttempt(call, scope.race(p), readUsage, output, attempt);
   };
   return attempt();
+}
+
+/** Books the attempt's outcome: success (after the output checks) or a failure that
+ * either retries through `again` or rejects with what the caller sees. */
+function settleAttempt<T>(
+  call: Call,
+  raced: Promise<T>,
+  readUsage: ExecuteOptions["usage"],
+  output: OutputOptions<T> | undefined,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  return raced.then(
+    (value) => {
+      const usage = readUsage === undefined ? undefined : call.usageOf(value, readUsage);
+      if (output === undefined) {
+        call.succeed(usage);
+        return value;
+      }
+      return checked(call, value, usage, output, attempt);
+    },
+    (error) => call.fail(error).then(attempt),
+  );
 }
 
 /** The answer counts only once it passes its checks (rule 11): a bad one's tokens are

@@ -17,7 +17,9 @@ import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
+import { RateLimiter, type RateLimiterOptions } from "../core/limiter.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
+import { isA } from "../core/safe.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 import { isObserver, type Observer } from "./observer.ts";
@@ -80,6 +82,11 @@ export interface PolicyOptions {
   /** Outside the retry loop: a `CircuitBreaker`, your own `Breaker`, or options for a
    * CircuitBreaker shared by every call of this policy. @default none */
   breaker?: Breaker | CircuitBreakerOptions;
+  /** Keeps calls under the upstream's rate limits before they are sent: a `RateLimiter`
+   * (share one per key × model) or options for one on the policy's clock. Calls wait for
+   * room while their deadline allows; the fetch layer feeds it every response's
+   * rate-limit headers. @default none */
+  limiter?: RateLimiter | RateLimiterOptions;
   /** @default systemClock */
   clock?: Clock;
   /** [0, 1) source for jitter; inject for tests. @default Math.random */
@@ -111,6 +118,7 @@ export interface ResolvedOptions extends RetryRules {
   readonly totalTimeoutMs: number;
   readonly budget: Admission | undefined;
   readonly breaker: Breaker | undefined;
+  readonly limiter: RateLimiter | undefined;
   readonly clock: Clock;
   readonly classify: ((error: unknown, nowMs: number) => Failure | undefined) | undefined;
   readonly model: string | undefined;
@@ -174,6 +182,7 @@ const SPEC = {
     "an Admission (tryAcquire, onSuccess), RetryBudget options, or false",
   ),
   breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
+  limiter: either((x): x is RateLimiter => isA(x, RateLimiter), "a RateLimiter or its options"),
   clock: opt.any<Clock>(
     isClock,
     "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()",
@@ -203,11 +212,8 @@ function admissionOf(
 
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
-  const { retryAfter, prices, budget, breaker, backoff, clock, random, ...rest } = parseOptions(
-    v,
-    SPEC,
-    options,
-  );
+  const { retryAfter, prices, budget, breaker, limiter, backoff, clock, random, ...rest } =
+    parseOptions(v, SPEC, options);
   const time = clock ?? systemClock;
   const model = rest.model;
   return Object.freeze({
@@ -221,6 +227,10 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
       isBreaker(breaker) || breaker === undefined
         ? breaker
         : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
+    limiter:
+      limiter === undefined || isA(limiter, RateLimiter)
+        ? limiter
+        : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions) }),
     clock: time,
     random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],

@@ -329,6 +329,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   async #startAttempt(): Promise<void> {
+    const gate = this.#call.gate();
+    if (gate !== undefined) {
+      await gate;
+      // The consumer left during the wait: nothing was sent, the permit goes back.
+      if (this.#finished) return this.#call.abandon(false);
+    }
     const scope = this.#call.begin(true);
     this.#scope = scope;
     this.#grip.lease = this.#call.lease;

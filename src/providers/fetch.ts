@@ -24,6 +24,7 @@ import {
   streamChecks,
 } from "./checks.ts";
 import { continuation, type Lead } from "./continuation.ts";
+import { estimateCost } from "./cost.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 
@@ -94,6 +95,9 @@ const CALL = Symbol.for("breakwater.call");
 export interface PerCall {
   /** The run this call draws on. */
   run?: Run;
+  /** Where this call stands in the policy's rate-limiter queue: higher goes first.
+   * @default the run's priority, else 0 */
+  priority?: number;
   /** Checks the answer's text before it counts (a Standard Schema, read as JSON; or a
    * function): a failed check is retried within the call's attempts. */
   validate?: OutputCheck;
@@ -309,6 +313,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   const dialect = options.dialect;
   const header = options.attemptHeader ?? "x-retry-attempt";
   const connectMs = options.connectTimeoutMs;
+  const limiter = p.options.limiter;
   // undici is an optional peer: with it, the default transport has no 300 s limit.
   const transport =
     (!own || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
@@ -319,12 +324,18 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       headers.set("x-stainless-retry-count", String(attempt - 1));
     else if (header !== false) headers.set(header, String(attempt));
     const init = { ...req.init, headers, signal };
-    if (transport === undefined) return base(req.url, init);
-    const t = await transport;
-    return (own ? base : t.fetch)(req.url, {
-      ...init,
-      dispatcher: t.dispatcher,
-    } as RequestInit);
+    let res: Response;
+    if (transport === undefined) res = await base(req.url, init);
+    else {
+      const t = await transport;
+      res = await (own ? base : t.fetch)(req.url, {
+        ...init,
+        dispatcher: t.dispatcher,
+      } as RequestInit);
+    }
+    // Every answer, errors too, tells the limiter where the limits stand (rule 16).
+    limiter?.observeHeaders(res.headers);
+    return res;
   };
 
   return async (input, init = {}) => {
@@ -332,8 +343,13 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       return base(input, init); // a body that cannot be sent twice, or a Request object
     const req = outgoing(input, init, dialect);
     const own = req.init[CALL];
-    const call = { ...(init.signal && { signal: init.signal }), ...runFor(options, own?.run) };
     const raw = req.init.body;
+    const call: Call = {
+      ...(init.signal && { signal: init.signal }),
+      ...runFor(options, own?.run),
+      ...(own?.priority !== undefined && { priority: own.priority }),
+      ...(limiter !== undefined && typeof raw === "string" && { cost: estimateCost(raw) }),
+    };
     const refused =
       dialect && typeof raw === "string"
         ? checkRequest(dialect, req.url, raw, options.contextTokens)
@@ -349,7 +365,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
 /** @internal Sends one attempt of a request. */
 export type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
 /** @internal The call options a request carries into the policy. */
-export type Call = { signal?: AbortSignal; run?: Run };
+export type Call = Pick<CallOptions, "signal" | "run" | "cost" | "priority">;
 
 const MAX_USAGE_BODY = 1 << 20;
 

@@ -40,18 +40,30 @@ export class RunLimits {
     stepsReplayed: 0,
   };
 
-  constructor(caps: RunCaps) {
+  /** The run that started this one: its caps hold here too, and it counts what this does. */
+  readonly parent: RunLimits | undefined;
+
+  constructor(caps: RunCaps, parent?: RunLimits) {
     this.caps = caps;
+    this.parent = parent;
   }
 
   addCall(ledger: Ledger): void {
     this.ledgers.push(ledger);
     this.stats.calls++;
+    this.parent?.addCall(ledger);
   }
 
   addAttempt(isRetry: boolean): void {
     this.stats.attempts++;
     if (isRetry) this.stats.retries++;
+    this.parent?.addAttempt(isRetry);
+  }
+
+  /** Counts a tool failure or a model re-call, here and up the run tree. */
+  count(what: "toolFailures" | "modelRecalls"): void {
+    this.stats[what]++;
+    this.parent?.count(what);
   }
 
   get usage(): Usage {
@@ -69,9 +81,11 @@ export class RunLimits {
   /** The latest a call starting now may end: a safe share of what is left of the run. */
   callDeadline(now: number): number {
     const { deadline, callShare } = this.caps;
-    return deadline === Number.POSITIVE_INFINITY
-      ? deadline
-      : now + callShare * Math.max(0, deadline - now);
+    const own =
+      deadline === Number.POSITIVE_INFINITY
+        ? deadline
+        : now + callShare * Math.max(0, deadline - now);
+    return this.parent === undefined ? own : Math.min(own, this.parent.callDeadline(now));
   }
 
   /** Why the run refuses another attempt now, if it does. */
@@ -81,15 +95,16 @@ export class RunLimits {
     if (this.stats.attempts >= c.maxAttempts) return "run-attempts";
     if (this.stats.toolFailures >= c.maxToolFailures) return "run-tool-failures";
     if (totalTokens(this.billed) >= c.maxTokens) return "run-tokens";
-    return undefined;
+    return this.parent?.refuseAttempt(now);
   }
 
   /** Why the run refuses a retry now (beyond refusing any attempt), if it does. */
   refuseRetry(): GiveUpReason | undefined {
     const c = this.caps;
-    if (c.maxRetryShare >= 1) return undefined;
+    if (c.maxRetryShare >= 1) return this.parent?.refuseRetry();
     const wasted = totalTokens(this.wasted);
     const base = c.maxTokens === Number.POSITIVE_INFINITY ? totalTokens(this.billed) : c.maxTokens;
-    return base > 0 && wasted / base > c.maxRetryShare ? "run-retry-share" : undefined;
+    if (base > 0 && wasted / base > c.maxRetryShare) return "run-retry-share";
+    return this.parent?.refuseRetry();
   }
 }

@@ -2,7 +2,7 @@ import { type Clock, systemClock } from "../core/clock.ts";
 import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
-import { registerRun } from "./internal.ts";
+import { partsOf, registerRun } from "./internal.ts";
 import type { Journal } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
 import { runStep } from "./steps.ts";
@@ -12,7 +12,8 @@ export type { RunStats } from "./limits.ts";
 
 /** Options of a `Run`. */
 export interface RunOptions {
-  /** Identifies the run in idempotency keys and journals. @default a random UUID */
+  /** Identifies the run in idempotency keys and journals. @default a random UUID; for a
+   * child run, its parent's id and its number among the parent's children ("<id>.1") */
   id?: string;
   /** The whole run's deadline in ms, set once at construction. @default none */
   deadlineMs?: number;
@@ -34,9 +35,14 @@ export interface RunOptions {
   /** Records finished steps (see `step`), so a run started again with the same `id`
    * resumes at the step that failed. @default none */
   journal?: Journal;
+  /** Where this run's calls stand in a rate limiter's queue: higher goes first.
+   * @default 0; a child run: its parent's minus 1 (the parent goes first) */
+  priority?: number;
 }
 
 const INF = Number.POSITIVE_INFINITY;
+/** The parent of the run `child` is building (a constructor has no private parameter). */
+let spawning: Run | undefined;
 const isClock = (c: unknown) =>
   typeof (c as Clock)?.now === "function" && typeof (c as Clock)?.schedule === "function";
 const isJournal = (j: unknown) =>
@@ -55,6 +61,7 @@ const SPEC = {
     isJournal,
     "a Journal (get, put, steps), e.g. new MemoryJournal() or new SqliteJournal(file)",
   ),
+  priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
 } satisfies Record<keyof RunOptions, unknown>;
 
 /**
@@ -74,21 +81,37 @@ export class Run {
   readonly maxToolFailures: number;
   readonly callShare: number;
   readonly journal: Journal | undefined;
+  readonly priority: number;
+  /** The run that started this one (see `child`); undefined for a top-level run. */
+  readonly parent: Run | undefined;
+  /** The top of this run's tree: a rate limiter's fairness and per-run cap count by it. */
+  readonly root: Run;
   readonly #limits: RunLimits;
+  #children = 0;
 
   constructor(options: RunOptions = {}) {
-    const o = parseOptions(new Validator("Run"), SPEC, options);
-    this.id = o.id ?? globalThis.crypto.randomUUID();
-    this.clock = o.clock ?? systemClock;
+    const o = parseOptions(new Validator(spawning ? "Run.child" : "Run"), SPEC, options);
+    const parent = spawning;
+    spawning = undefined;
+    if (parent !== undefined && o.clock !== undefined && o.clock !== parent.clock)
+      new Validator("Run.child").fail("clock", o.clock, "the parent's clock (a child shares it)");
+    this.parent = parent;
+    this.root = parent?.root ?? this;
+    // A child's default id is its place in the tree, so a resumed run's children find
+    // their own journaled steps again (when started in the same order).
+    this.id =
+      o.id ?? (parent ? `${parent.id}.${++parent.#children}` : globalThis.crypto.randomUUID());
+    this.clock = parent?.clock ?? o.clock ?? systemClock;
     this.startedAt = this.clock.now();
-    this.deadline = this.startedAt + (o.deadlineMs ?? INF);
+    this.deadline = Math.min(this.startedAt + (o.deadlineMs ?? INF), parent?.deadline ?? INF);
+    this.priority = o.priority ?? (parent === undefined ? 0 : parent.priority - 1);
     this.maxAttempts = o.maxAttempts;
     this.maxTokens = o.maxTokens;
     this.maxRetryShare = o.maxRetryShare;
     this.maxToolFailures = o.maxToolFailures;
     this.callShare = o.callShare;
     this.journal = o.journal;
-    this.#limits = new RunLimits(this);
+    this.#limits = new RunLimits(this, parent && partsOf(parent)!.limits);
     registerRun(this, { limits: this.#limits, memo: new ToolMemo(this.#limits, this.clock) });
   }
 
@@ -137,6 +160,21 @@ export class Run {
     const stats = this.#limits.stats;
     const onReplay = () => void stats.stepsReplayed++;
     return runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
+  }
+
+  /**
+   * A run started by this one (a subagent, a parallel tool): its own caps, within this
+   * run's deadline, on its clock; every call and attempt it makes also counts here, so the
+   * parent's caps hold over the whole tree. Its calls share the tree's per-run cap in a
+   * rate limiter and stand behind the parent's (priority: the parent's minus 1).
+   */
+  child(options: RunOptions = {}): Run {
+    spawning = this;
+    try {
+      return new Run(options);
+    } finally {
+      spawning = undefined;
+    }
   }
 
   /** The run as plain data: id, deadline, stats and billed tokens. */

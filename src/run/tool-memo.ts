@@ -31,7 +31,7 @@ export class ToolMemo {
 
   /** Records what the model was told about a failed call, standing for `forMs`. */
   remember(key: string, answer: unknown, forMs: number): void {
-    this.#limits.stats.toolFailures++;
+    this.#limits.count("toolFailures");
     this.#answers.set(key, { answer, until: this.#clock.now() + forMs });
   }
 
@@ -43,7 +43,7 @@ export class ToolMemo {
       this.#answers.delete(key);
       return undefined;
     }
-    this.#limits.stats.modelRecalls++;
+    this.#limits.count("modelRecalls");
     return hit.answer;
   }
 }

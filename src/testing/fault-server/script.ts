@@ -1,5 +1,6 @@
 import { ConfigError } from "../../index.ts";
 import { type Field, flag, int, list, num, oneOf, pair, record, text } from "./check.ts";
+import type { RateLimitScript } from "./ratelimit.ts";
 
 /** The fault server's routes: the three providers and the tool endpoint. */
 export type Route = "openai" | "anthropic" | "gemini" | "tools";
@@ -113,6 +114,9 @@ export interface FaultScript {
   /** Gemini streams carry a `continuationToken` after every delta, and a request that
    * sends one back resumes after it (Gemini's resumable streams). */
   checkpoints?: boolean;
+  /** Per-minute limits on the model routes, as a provider's for one key: every answer
+   * carries the provider's rate-limit headers, and a request over a limit gets a 429. */
+  rateLimit?: RateLimitScript;
 }
 
 const status = int(100, 599, "an HTTP status from 100 to 599");
@@ -176,6 +180,11 @@ const SCRIPT = record<FaultScript>({
     retryAfter: num(0, 86_400),
   }),
   checkpoints: flag,
+  rateLimit: record<RateLimitScript>({
+    requestsPerMinute: int(1),
+    tokensPerMinute: int(1),
+    windowMs: int(100),
+  }),
 });
 
 /** Validates a script (from JSON or code) with errors that name the bad field. */

@@ -12,6 +12,7 @@ import {
   defaultErrorName,
   openaiResponses,
 } from "./providers.ts";
+import { ServerRateLimits } from "./ratelimit.ts";
 import { type FaultRule, type FaultScript, parseScript, type Route } from "./script.ts";
 import { type Arrival, emptyStats, type FaultStats, settle } from "./stats.ts";
 import { SideEffectLedger } from "./tools.ts";
@@ -102,6 +103,8 @@ interface Request {
   key?: string;
   /** An endpoint beside chat (embeddings, token counts, batches, ...). */
   extra?: Extra;
+  /** The rate-limit headers every answer to it carries. */
+  limitHeaders?: Record<string, string>;
 }
 
 type StreamChunk =
@@ -183,6 +186,7 @@ class FaultServerImpl {
   readonly #maxBody: number;
   readonly #startedAt = Date.now();
   #script!: Parsed;
+  #limits: ServerRateLimits | undefined;
   #random!: () => number;
   #uses!: number[];
   #counts!: Map<Route, number>;
@@ -219,6 +223,8 @@ class FaultServerImpl {
     this.#uses = this.#script.rules.map(() => 0);
     this.#counts = new Map();
     this.#scriptAt = Date.now();
+    const limits = this.#script.rateLimit;
+    this.#limits = limits === undefined ? undefined : new ServerRateLimits(limits, this.#scriptAt);
   }
 
   stats(): FaultStats {
@@ -435,6 +441,16 @@ class FaultServerImpl {
         ...(retryAfter !== undefined && { retryAfter }),
       });
     }
+    if (this.#limits !== undefined && r.route !== "tools" && r.extra === undefined) {
+      const charge = this.#limits.charge(r.route, r.inputTokens + allowance(r.body), now);
+      r.limitHeaders = charge.headers;
+      if (charge.over)
+        return this.#error(r, res, arrival, {
+          status: 429,
+          error: "rate_limit",
+          retryAfter: charge.retryAfterS,
+        });
+    }
     stats.inFlight++;
     stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
     res.on("close", () => this.#stats.inFlight--);
@@ -481,7 +497,7 @@ class FaultServerImpl {
           }
         : r.dialect!.error(status, name, message, rule.retryAfter);
     settle(this.#stats, arrival, String(status));
-    this.#send(res, status, body, this.#errorHeaders(rule));
+    this.#send(res, status, body, { ...r.limitHeaders, ...this.#errorHeaders(rule) });
   }
 
   #extra(r: Request, extra: Extra, res: ServerResponse, arrival: Arrival) {
@@ -532,7 +548,7 @@ class FaultServerImpl {
       rule.finish,
       rule.refusal,
     );
-    this.#send(res, 200, answer);
+    this.#send(res, 200, answer, r.limitHeaders);
   }
 
   async #stream(
@@ -556,6 +572,7 @@ class FaultServerImpl {
       "content-type": "text/event-stream",
       "cache-control": "no-cache",
       connection: "keep-alive",
+      ...r.limitHeaders,
     });
     this.#bill(input, 0);
     for (const f of dialect.start(model, input)) res.write(f);
@@ -686,6 +703,15 @@ class FaultServerImpl {
 }
 
 /** Drops the connection once what was written has left: the client sees a cut body. */
+/** The output allowance a request asks for (what a provider's token limit counts). */
+function allowance(body: unknown): number {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const g = b.generationConfig as Record<string, unknown> | undefined;
+  for (const n of [b.max_tokens, b.max_completion_tokens, b.max_output_tokens, g?.maxOutputTokens])
+    if (typeof n === "number" && n > 0) return n;
+  return 0;
+}
+
 function cut(res: ServerResponse) {
   res.write("", () => res.destroy());
 }

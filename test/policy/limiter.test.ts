@@ -1,0 +1,203 @@
+import { describe, expect, it } from "vitest";
+import { CircuitBreaker } from "../../src/core/breaker.ts";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
+import { RateLimiter } from "../../src/core/limiter.ts";
+import { policy } from "../../src/policy/policy.ts";
+import { Run } from "../../src/run/run.ts";
+import { drive, driveError, httpError } from "../helpers.ts";
+
+const setup = (limits: ConstructorParameters<typeof RateLimiter>[0] = {}) => {
+  const clock = new VirtualClock();
+  const limiter = new RateLimiter({ clock, ...limits });
+  const p = policy({ clock, limiter, budget: false });
+  const sent: number[] = [];
+  const op = () => {
+    sent.push(clock.now());
+    return "ok";
+  };
+  return { clock, limiter, p, sent, op };
+};
+
+describe("a policy with a rate limiter", () => {
+  it("waits for room instead of sending into the limit", async () => {
+    const { clock, p, sent, op } = setup({ limits: { requestsPerMinute: 2 } });
+    const calls = [p.execute(op), p.execute(op), p.execute(op)];
+    await drive(clock, Promise.all(calls));
+    expect(sent).toEqual([0, 0, 30_000]);
+  });
+
+  it("refuses at once, before sending, a call whose deadline the wait would pass", async () => {
+    const { clock, limiter, p, sent, op } = setup({ limits: { requestsPerMinute: 1 } });
+    await p.execute(op);
+    const e = await driveError(clock, p.execute(op, { deadlineAt: 10_000 }));
+    expect(e).toBeInstanceOf(BreakwaterError);
+    expect(reasonOf(e)).toBe("rate-limit-wait");
+    expect((e as BreakwaterError).retryAfterMs).toBe(60_000);
+    expect(sent).toEqual([0]);
+    expect(limiter.inFlight).toBe(0);
+    expect(limiter.queued).toBe(0);
+  });
+
+  it("a caller's abort ends the wait at once, with the caller's reason", async () => {
+    const { clock, limiter, p, sent, op } = setup({ maxConcurrent: 1 });
+    let release!: () => void;
+    const first = p.execute(() => new Promise<void>((r) => (release = r)));
+    const ac = new AbortController();
+    const second = p.execute(op, { signal: ac.signal });
+    await clock.advance(10);
+    expect(limiter.queued).toBe(1);
+    ac.abort(new Error("user left"));
+    await expect(second).rejects.toThrow("user left");
+    expect(reasonOf(await second.catch((e) => e))).toBe("cancelled");
+    expect(limiter.queued).toBe(0);
+    release();
+    await first;
+    expect(limiter.inFlight).toBe(0);
+    expect(sent).toEqual([]);
+  });
+
+  it("settles each attempt with its usage: the unspent allowance goes back", async () => {
+    const { p, limiter } = setup({ limits: { tokensPerMinute: 10_000 } });
+    await p.execute(() => ({ used: 150 }), {
+      cost: { inputTokens: 100, outputTokens: 2000 },
+      usage: (r) => ({ inputTokens: 100, outputTokens: (r as { used: number }).used - 100 }),
+    });
+    expect(limiter.snapshot().tokens?.level).toBe(10_000 - 150);
+    expect(limiter.inFlight).toBe(0);
+  });
+
+  it("a 429 with Retry-After holds every call sharing the limiter", async () => {
+    const { clock, p, sent, op } = setup();
+    let first = true;
+    const failing = p.execute(() => {
+      sent.push(clock.now());
+      if (first) {
+        first = false;
+        throw httpError(429, { headers: { "retry-after": "5" } });
+      }
+      return "ok";
+    });
+    await clock.advance(1);
+    const other = p.execute(op);
+    await drive(clock, Promise.all([failing, other]));
+    expect(sent[0]).toBe(0);
+    // The other call went only once the hold had passed (retries wait U(5 s, 10 s)).
+    expect(Math.min(...sent.slice(1))).toBeGreaterThanOrEqual(5_000);
+  });
+
+  it("every way out of an attempt gives its permit back", async () => {
+    const { clock, limiter, p } = setup({ maxConcurrent: 1 });
+    await driveError(
+      clock,
+      p.execute(() => Promise.reject(httpError(400))),
+    );
+    expect(limiter.inFlight).toBe(0);
+    await driveError(
+      clock,
+      p.execute(() => Promise.reject(httpError(503))),
+    );
+    expect(limiter.inFlight).toBe(0);
+    // A breaker that refuses after the permit was granted: the permit is cancelled.
+    const breaker = new CircuitBreaker({ clock, consecutiveFailures: 1 });
+    breaker.onFailure();
+    const q = policy({ clock, limiter, breaker, budget: false });
+    expect(
+      reasonOf(
+        await driveError(
+          clock,
+          q.execute(() => "x"),
+        ),
+      ),
+    ).toBe("circuit-open");
+    expect(limiter.inFlight).toBe(0);
+    // A stream whose consumer leaves.
+    const s = p.stream(async function* () {
+      yield "a";
+      yield "b";
+    });
+    for await (const _ of s) break;
+    expect(limiter.inFlight).toBe(0);
+  });
+
+  it("a stream waits for room before it opens", async () => {
+    const { clock, p, limiter } = setup({ limits: { requestsPerMinute: 1 } });
+    await p.execute(() => "x");
+    const opened: number[] = [];
+    const s = p.stream(async function* () {
+      opened.push(clock.now());
+      yield "a";
+    });
+    const read = (async () => {
+      const out: string[] = [];
+      for await (const c of s) out.push(c);
+      return out;
+    })();
+    const r = await drive(clock, read);
+    expect(r).toEqual({ ok: true, value: ["a"] });
+    expect(opened).toEqual([60_000]);
+    expect(limiter.inFlight).toBe(0);
+  });
+});
+
+describe("the run tree under a rate limiter", () => {
+  it("a child run's calls count on its parent, within the parent's deadline", async () => {
+    const clock = new VirtualClock();
+    const parent = new Run({ clock, deadlineMs: 10_000, maxAttempts: 3 });
+    const child = parent.child({ deadlineMs: 60_000 });
+    expect(child.deadline).toBe(10_000);
+    expect(child.priority).toBe(-1);
+    expect(child.root).toBe(parent);
+    expect(child.id).toBe(`${parent.id}.1`);
+    expect(parent.child().id).toBe(`${parent.id}.2`);
+    const p = policy({ clock, budget: false, backoff: { baseMs: 1, capMs: 1 } });
+    await drive(
+      clock,
+      p.execute(() => "ok", { run: child }).then(() => 0),
+    );
+    expect(parent.stats.calls).toBe(1);
+    expect(parent.stats.attempts).toBe(1);
+    const e = await driveError(
+      clock,
+      p.execute(() => Promise.reject(httpError(503)), { run: child }),
+    );
+    // The parent's cap of 3 attempts holds over the child, which has none of its own.
+    expect(reasonOf(e)).toBe("run-attempts");
+    expect(parent.stats.attempts).toBe(3);
+    expect(() => parent.child({ clock: new VirtualClock() })).toThrow(
+      /Run.child: option "clock" must be the parent's clock/,
+    );
+    expect(() => new Run({ priority: Number.NaN })).toThrow(/priority.*finite number/);
+  });
+
+  it("parent calls go before their children's, and the tree shares one cap", async () => {
+    const clock = new VirtualClock();
+    const limiter = new RateLimiter({ clock, maxConcurrent: 1, maxConcurrentPerRun: 1 });
+    const p = policy({ clock, limiter, budget: false });
+    const parent = new Run({ clock });
+    const other = new Run({ clock });
+    const kids = [parent.child(), parent.child()];
+    const order: string[] = [];
+    let release!: () => void;
+    const blocker = p.execute(() => new Promise<void>((r) => (release = r)));
+    const call = (name: string, run: Run) =>
+      p.execute(
+        () => {
+          order.push(name);
+        },
+        { run },
+      );
+    const all = [
+      call("kid1", kids[0]!),
+      call("kid2", kids[1]!),
+      call("parent", parent),
+      call("other", other),
+    ];
+    await clock.advance(1);
+    release();
+    await blocker;
+    await drive(clock, Promise.all(all));
+    expect(order[0]).toBe("parent");
+    expect(order).toHaveLength(4);
+  });
+});
