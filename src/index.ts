@@ -52,11 +52,21 @@ export type { Failure, FailureKind } from "./core/failure.ts";
 export { type HeaderBag, readHeader } from "./core/headers.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export {
+  type AcquireOptions,
+  type Cost,
+  type Permit,
+  RateLimiter,
+  type RateLimiterOptions,
+  type RateLimits,
+  RateLimitWaitError,
+} from "./core/limiter.ts";
+export {
   type OutputCheck,
   type OutputOptions,
   type StandardSchema,
   TRUNCATED_FINISH,
 } from "./core/output.ts";
+export { type LimitState, parseRateLimitHeaders, type RateLimitState } from "./core/ratelimit.ts";
 export { redact } from "./core/redact.ts";
 export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after.ts";
 export type { Price, Usage } from "./core/usage.ts";

@@ -180,7 +180,7 @@ export class RateLimiter {
   readonly #groups = new Map<object, number>();
   #inFlight = 0;
   #seq = 0;
-  #holdUntil = 0;
+  #holdUntil = Number.NEGATIVE_INFINITY;
   #timer: (() => void) | undefined;
 
   constructor(options: RateLimiterOptions = {}) {

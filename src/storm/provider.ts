@@ -55,48 +55,88 @@ export class SimProvider implements SimProviderApi {
     const now = this.#w.clock.now();
     this.#w.meter.arrival(now);
     const t = this.#w.trigger;
-    if (this.#inTrigger(now)) {
-      if (t.errorRate !== undefined && this.#w.random() < t.errorRate)
-        return this.#reject(t.errorStatus ?? 503, "injected");
-      const limited = t.rateLimit && this.#rateLimited(now, t.rateLimit, request.key);
-      if (limited) return limited;
-    }
+    const inTrigger = this.#inTrigger(now);
+    if (inTrigger && t.errorRate !== undefined && this.#w.random() < t.errorRate)
+      return this.#reject(request, t.errorStatus ?? 503, "injected");
+    const limited = t.rateLimit && this.#rateLimited(now, t.rateLimit, inTrigger, request);
+    if (limited) return limited;
     return new Promise<Usage>((resolve, reject) => {
       const job: Job = { arrivedAt: now, request, signal, resolve };
       if (this.#inService < this.#capacity(now)) this.#start(job);
       else if (this.#queue.length - this.#queueHead < this.#spec.maxQueue) this.#queue.push(job);
-      else this.#reject(this.#spec.overflowStatus, "overflow").catch(reject);
+      else this.#reject(request, this.#spec.overflowStatus, "overflow").catch(reject);
     });
   }
 
-  /** A fixed-window rate limit (and spent keys), as providers' RPM limits behave. */
-  #window = { start: Number.NEGATIVE_INFINITY, used: 0 };
+  /** The key's request bucket, replenished continuously; its limit changes with the
+   * trigger. */
+  #bucket = { limit: 0, level: 0, perMs: 0, at: 0 };
   #rateLimited(
     now: number,
     limit: NonNullable<TriggerSpec["rateLimit"]>,
-    key = 0,
+    inTrigger: boolean,
+    request: SimRequest,
   ): Promise<never> | undefined {
     // A spent key stays spent: the same keys fail on every request (a hash, not a draw).
-    if (limit.quotaShare !== undefined && spent(key, limit.quotaShare))
-      return this.#reject(429, "quota");
-    const width = limit.windowS * 1000;
-    const start = Math.floor(now / width) * width;
-    if (start !== this.#window.start) this.#window = { start, used: 0 };
-    if (this.#window.used < limit.perWindow) {
-      this.#window.used++;
+    if (inTrigger && limit.quotaShare !== undefined && spent(request.key ?? 0, limit.quotaShare))
+      return this.#reject(request, 429, "quota");
+    const b = this.#refill(now, inTrigger ? limit.perWindow : limit.usualPerWindow, limit.windowS);
+    if (b === undefined) return undefined;
+    if (b.level >= 1) {
+      b.level -= 1;
       return undefined;
     }
-    return this.#reject(429, "rate", Math.max(1, Math.ceil((start + width - now) / 1000)));
+    return this.#reject(
+      request,
+      429,
+      "rate",
+      Math.max(1, Math.ceil((1 - b.level) / b.perMs / 1000)),
+    );
+  }
+
+  /** The bucket at `now` under `perWindow` (none: no limit). */
+  #refill(now: number, perWindow: number | undefined, windowS: number) {
+    if (perWindow === undefined) return undefined;
+    const b = this.#bucket;
+    if (b.limit !== perWindow) {
+      const first = b.limit === 0;
+      b.limit = perWindow;
+      b.perMs = perWindow / (windowS * 1000);
+      b.level = first ? perWindow : Math.min(b.level, perWindow);
+      if (first) b.at = now;
+    }
+    b.level = Math.min(b.limit, b.level + (now - b.at) * b.perMs);
+    b.at = now;
+    return b;
+  }
+
+  /** What every answer says of the limit (OpenAI's headers), when there is one. */
+  #headers(): Record<string, string> | undefined {
+    const t = this.#w.trigger.rateLimit;
+    if (t === undefined) return undefined;
+    const now = this.#w.clock.now();
+    const b = this.#refill(now, this.#inTrigger(now) ? t.perWindow : t.usualPerWindow, t.windowS);
+    if (b === undefined) return undefined;
+    const resetMs = Math.ceil((b.limit - b.level) / b.perMs);
+    return {
+      "x-ratelimit-limit-requests": String(b.limit),
+      "x-ratelimit-remaining-requests": String(Math.floor(b.level)),
+      "x-ratelimit-reset-requests":
+        resetMs < 1000 ? `${resetMs}ms` : `${(resetMs / 1000).toFixed(2)}s`,
+    };
   }
 
   #reject(
+    request: SimRequest,
     status: number,
     reason: RejectReason,
     retryAfterS = this.#spec.retryAfterS,
   ): Promise<never> {
     this.#w.meter.rejected(this.#w.clock.now(), reason);
-    const error = new SimHttpError(status, reason, retryAfterS);
+    const headers = this.#headers();
+    const error = new SimHttpError(status, reason, retryAfterS, headers);
     return this.#w.clock.sleep(this.#spec.rejectLatencyMs).then(() => {
+      if (headers !== undefined) request.onHeaders?.(headers);
       throw error;
     });
   }
@@ -119,6 +159,8 @@ export class SimProvider implements SimProviderApi {
     this.#inService--;
     const usage = { inputTokens: job.request.inputTokens, outputTokens: job.request.outputTokens };
     this.#w.meter.served(job.arrivedAt, usage);
+    const headers = this.#headers();
+    if (headers !== undefined) job.request.onHeaders?.(headers);
     job.resolve(usage);
     this.#next();
     this.#w.meter.inService(

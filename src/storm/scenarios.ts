@@ -27,10 +27,13 @@ export interface TriggerSpec {
   errorStatus?: number;
   latencyFactor?: number;
   capacityFactor?: number;
-  /** A rate limit: at most `perWindow` requests per `windowS` window (fixed windows, as
-   * RPM limits are); beyond it a 429 with Retry-After until the window resets. A share
-   * `quotaShare` of all requests gets a 429 `insufficient_quota` (a spent key). */
-  rateLimit?: { perWindow: number; windowS: number; quotaShare?: number };
+  /** A rate limit: `perWindow` requests per `windowS`, as a token bucket replenished
+   * continuously (as Anthropic documents its limits and OpenAI enforces its RPM); beyond
+   * it a 429 with Retry-After until one request is back. Every answer carries OpenAI's
+   * `x-ratelimit-*-requests` headers. Outside the trigger the limit is `usualPerWindow`
+   * (the key's own tier, before others share it). A share `quotaShare` of the keys gets a
+   * 429 `insufficient_quota` during the trigger (a spent key). */
+  rateLimit?: { perWindow: number; windowS: number; usualPerWindow?: number; quotaShare?: number };
 }
 
 /** Whether `ms` (virtual time) falls inside the trigger window. */
@@ -47,6 +50,9 @@ export interface UsersSpec {
   modelCallsPerTurn: number;
   /** Tool scenario: payment calls per turn. */
   toolCallsPerTurn: number;
+  /** Fan-out: after the turn's first model call, this many subagent calls at once (each
+   * a child run of the turn's run); the turn goes on when all have answered. */
+  subagentsPerTurn?: number;
   thinkS: [number, number];
   /** A user stops waiting for a turn after this long. */
   patienceS: number;
@@ -182,14 +188,33 @@ export const SCENARIOS: Record<string, Scenario> = {
       "a rate-limit storm: RPM limits answered with 429 and Retry-After, some insufficient_quota",
     durationS: 240,
     provider: PROVIDER,
-    // 60% of the usual load per 10 s window gets through; beyond it a 429 with Retry-After
-    // until the window resets; 3% of the conversations use a key whose quota is spent.
+    // The limit falls to 60% of the usual load (29 requests a second, a burst of 290);
+    // beyond it a 429 with Retry-After; 3% of the conversations use a key whose quota is
+    // spent. Before and after, the key's own limit (120 a second) is never reached.
     trigger: {
       startS: 60,
       endS: 180,
-      rateLimit: { perWindow: 290, windowS: 10, quotaShare: 0.03 },
+      rateLimit: { perWindow: 290, windowS: 10, usualPerWindow: 1200, quotaShare: 0.03 },
     },
     users: USERS,
+    prices: PRICES,
+  },
+  "fan-out": {
+    name: "fan-out",
+    title:
+      "Agents fan out to 4 parallel subagents per turn; for two minutes the rate limit falls to 60%",
+    source:
+      "parallel agent calls exhausting API rate limits: a planner call, 4 subagents at once, a merge call",
+    durationS: 240,
+    provider: PROVIDER,
+    // 120 conversations, 6 calls a turn (plan, 4 subagents side by side, merge): ~49
+    // calls/s, as the other scenarios. The limit falls as in rate-limit, without spent keys.
+    trigger: {
+      startS: 60,
+      endS: 180,
+      rateLimit: { perWindow: 290, windowS: 10, usualPerWindow: 1200 },
+    },
+    users: { ...USERS, conversations: 120, modelCallsPerTurn: 2, subagentsPerTurn: 4 },
     prices: PRICES,
   },
   blip: {

@@ -20,7 +20,9 @@ function expectedCallMs(scenario: Scenario): number {
 /** How long a turn takes when nothing goes wrong: its calls back to back. */
 export function expectedTurnS(scenario: Scenario): number {
   const u = scenario.users;
-  const calls = u.modelCallsPerTurn * expectedCallMs(scenario);
+  // Subagents run side by side: the fan-out takes one call's time.
+  const sequential = u.modelCallsPerTurn + ((u.subagentsPerTurn ?? 0) > 0 ? 1 : 0);
+  const calls = sequential * expectedCallMs(scenario);
   return (calls + (scenario.tool?.latencyMs ?? 0) * u.toolCallsPerTurn) / 1000;
 }
 
@@ -60,7 +62,7 @@ const CALM = { startS: 0, endS: 0 };
 export function offeredCallRate(scenario: Scenario): number {
   const u = scenario.users;
   return (
-    (u.conversations * u.turnsPerConversation * u.modelCallsPerTurn) /
+    (u.conversations * u.turnsPerConversation * (u.modelCallsPerTurn + (u.subagentsPerTurn ?? 0))) /
     expectedConversationS(scenario)
   );
 }
@@ -165,28 +167,17 @@ export async function simulate(
     gaveUp.catch(() => {});
     const signal = stack.propagatesCancel ? leave.signal : undefined;
     try {
-      const steps: ("model" | "tool")[] = [];
+      const steps: ("model" | "tool" | "fan-out")[] = [];
       for (let i = 0; i < u.modelCallsPerTurn; i++) {
         steps.push("model");
         if (i === 0) for (let k = 0; k < u.toolCallsPerTurn; k++) steps.push("tool");
+        if (i === 0 && (u.subagentsPerTurn ?? 0) > 0) steps.push("fan-out");
       }
-      for (const step of steps) {
-        if (step === "tool") {
-          const measured = metrics.toolCallStarted(clock.now());
-          const ok = await Promise.race([
-            c.tool!({ order: info.id }, { signal, turn: info }),
-            gaveUp,
-          ]);
-          if (ok && measured && waiting) metrics.toolCallSucceeded();
-          if (!ok) break;
-          continue;
-        }
+      // One model call, measured; it settles when the stack answers or the user leaves.
+      const modelCall = (inputTokens: number, subagent?: number) => {
         const request = {
           key,
-          inputTokens: Math.min(
-            u.inputTokens.max,
-            u.inputTokens.base + u.inputTokens.perCall * depth++,
-          ),
+          inputTokens,
           outputTokens: Math.round(between(random, u.outputTokens)),
         };
         const measured = metrics.callStarted(clock.now());
@@ -198,16 +189,40 @@ export async function simulate(
           decided = true;
           metrics.callDecided(clock.now(), ok && waiting, usage, measured);
         };
-        const call = c.model(request, { signal, turn: info });
+        const call = c.model(request, {
+          signal,
+          turn: info,
+          ...(subagent !== undefined && { subagent }),
+        });
         call.then(
           (usage: Usage) => decide(true, usage),
           () => decide(false),
         );
-        try {
-          await Promise.race([call, gaveUp]);
-        } finally {
+        return Promise.race([call, gaveUp]).finally(() => {
           if (!waiting) decide(false);
+        });
+      };
+      for (const step of steps) {
+        if (step === "tool") {
+          const measured = metrics.toolCallStarted(clock.now());
+          const ok = await Promise.race([
+            c.tool!({ order: info.id }, { signal, turn: info }),
+            gaveUp,
+          ]);
+          if (ok && measured && waiting) metrics.toolCallSucceeded();
+          if (!ok) break;
+          continue;
         }
+        if (step === "fan-out") {
+          // Parallel subagents, each with a fresh context: the turn goes on when all answer.
+          const k = u.subagentsPerTurn ?? 0;
+          const calls = Array.from({ length: k }, (_, j) => modelCall(u.inputTokens.base, j));
+          await Promise.all(calls);
+          continue;
+        }
+        await modelCall(
+          Math.min(u.inputTokens.max, u.inputTokens.base + u.inputTokens.perCall * depth++),
+        );
       }
     } catch {
       // the turn failed or the user gave up: either way the user moves on

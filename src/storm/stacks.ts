@@ -5,6 +5,7 @@ import {
   type Policy,
   type PolicyOptions,
   policy,
+  RateLimiter,
   RetryBudget,
   Run,
   type Usage,
@@ -105,10 +106,11 @@ export const langchain: StormStack = {
 /** The policy the breakwater stacks give every model call: the library's defaults with
  * the attempts an agent needs (docs/architecture.md, rule 5: the admission, not the
  * attempt count, keeps retries in check). */
-export function breakwaterPolicy(ctx: StackContext): Policy {
+export function breakwaterPolicy(ctx: StackContext, limiter?: RateLimiter): Policy {
   return policy({
     clock: ctx.clock,
     random: ctx.random,
+    ...(limiter && { limiter }),
     maxAttempts: 5,
     ...(ctx.attemptTimeoutMs !== undefined && { attemptTimeoutMs: ctx.attemptTimeoutMs }),
     // An open breaker means the upstream is down, not degraded: 90% of at least 50 calls
@@ -126,8 +128,10 @@ export function breakwaterPolicy(ctx: StackContext): Policy {
   });
 }
 
-/** Each turn a Run bounded by the user's patience: a call never outlives its user. */
-function runOf(ctx: StackContext, turn: TurnInfo): Run {
+/** Each turn a Run bounded by the user's patience: a call never outlives its user. A
+ * subagent's calls run in a child of it (within its deadline and caps, behind it in a
+ * rate limiter's queue). */
+function runOf(ctx: StackContext, turn: TurnInfo, subagent?: number): Run {
   let run = turn.state.get("run") as Run | undefined;
   if (run === undefined) {
     run = new Run({
@@ -138,7 +142,14 @@ function runOf(ctx: StackContext, turn: TurnInfo): Run {
     });
     turn.state.set("run", run);
   }
-  return run;
+  if (subagent === undefined) return run;
+  const key = `subagent-${subagent}`;
+  let child = turn.state.get(key) as Run | undefined;
+  if (child === undefined) {
+    child = run.child();
+    turn.state.set(key, child);
+  }
+  return child;
 }
 
 /** Tool calls: W2's spec through guardTool, with idempotency keys and a budget of 0.1 per
@@ -177,9 +188,9 @@ export const breakwater: StormStack = {
   create: (ctx) => {
     const p = breakwaterPolicy(ctx);
     return {
-      model: (request, { signal, turn }) =>
+      model: (request, { signal, turn, subagent }) =>
         p.execute((a) => ctx.provider.call(request, a.signal), {
-          run: runOf(ctx, turn),
+          run: runOf(ctx, turn, subagent),
           ...(signal && { signal }),
         }),
       tool: chargeTool(ctx),
@@ -201,11 +212,38 @@ export const breakwaterFallback: StormStack = {
     const primary = breakwaterPolicy(ctx);
     const secondary = breakwaterPolicy(ctx);
     return {
-      model: (req, { signal, turn }) =>
+      model: (req, { signal, turn, subagent }) =>
         fallback<Usage>([
           { name: "primary", policy: primary, call: (a) => ctx.provider.call(req, a.signal) },
           { name: "fallback", policy: secondary, call: (a) => ctx.fallback.call(req, a.signal) },
-        ]).execute({ run: runOf(ctx, turn), ...(signal && { signal }) }),
+        ]).execute({ run: runOf(ctx, turn, subagent), ...(signal && { signal }) }),
+      tool: chargeTool(ctx),
+    };
+  },
+};
+
+/**
+ * breakwater with a rate limiter: the same policy, and every answer's rate-limit headers
+ * fed to a `RateLimiter` (what the fetch layer does under an SDK), so calls wait for room
+ * instead of meeting the 429, within their user's patience. Subagents' calls run in child
+ * runs: behind their parent's, and fairly between turns.
+ */
+export const breakwaterLimiter: StormStack = {
+  name: "breakwater+limiter",
+  description: "breakwater, and a rate limiter fed by every answer's headers (180 in flight)",
+  propagatesCancel: true,
+  create: (ctx) => {
+    // A cap on calls in flight at ~1.7x the ~104 of normal load: when the limit lifts,
+    // the calls it held go out at the limit's pace without flooding the provider.
+    const limiter = new RateLimiter({ clock: ctx.clock, maxConcurrent: 180 });
+    const p = breakwaterPolicy(ctx, limiter);
+    const onHeaders = (h: Record<string, string>) => limiter.observeHeaders(h, ctx.clock.now());
+    return {
+      model: (request, { signal, turn, subagent }) =>
+        p.execute((a) => ctx.provider.call({ ...request, onHeaders }, a.signal), {
+          run: runOf(ctx, turn, subagent),
+          ...(signal && { signal }),
+        }),
       tool: chargeTool(ctx),
     };
   },
@@ -218,5 +256,6 @@ export const STACKS: readonly StormStack[] = [
   aiSdk,
   langchain,
   breakwater,
+  breakwaterLimiter,
   breakwaterFallback,
 ];

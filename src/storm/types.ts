@@ -34,6 +34,8 @@ export interface SimRequest {
   readonly outputTokens: number;
   /** The API key the conversation's requests carry (a spent quota is per key). */
   readonly key?: number;
+  /** Hears the headers of every answer, errors too (what a fetch layer sees). */
+  readonly onHeaders?: (headers: Record<string, string>) => void;
 }
 
 /** What a provider error looks like in the storm: an SDK-shaped HTTP error. */
@@ -43,14 +45,20 @@ export class SimHttpError extends Error {
   readonly headers: Record<string, string>;
   readonly error: { type: string; code: string };
 
-  constructor(status: number, reason: RejectReason, retryAfterS?: number) {
+  constructor(
+    status: number,
+    reason: RejectReason,
+    retryAfterS?: number,
+    headers: Record<string, string> = {},
+  ) {
     super(
       reason === "quota"
         ? "You exceeded your current quota, please check your plan and billing details."
         : `simulated ${status} (${reason})`,
     );
     this.status = status;
-    this.headers = retryAfterS === undefined ? {} : { "retry-after": String(retryAfterS) };
+    this.headers =
+      retryAfterS === undefined ? headers : { ...headers, "retry-after": String(retryAfterS) };
     const type =
       reason === "quota"
         ? "insufficient_quota"
@@ -104,7 +112,10 @@ export interface StackContext {
 /** What a stack gives the simulated users: its way of calling the model and the tool. */
 export interface StackClient {
   /** One logical model call. `signal` aborts when the user gives up (if the stack wires it). */
-  model(request: SimRequest, options: { signal?: AbortSignal; turn: TurnInfo }): Promise<Usage>;
+  model(
+    request: SimRequest,
+    options: { signal?: AbortSignal; turn: TurnInfo; subagent?: number },
+  ): Promise<Usage>;
   /** One logical tool call (the payment in the tool scenario). Resolves to whether it
    * reported success to the agent. */
   tool?(

