@@ -91,6 +91,7 @@ export type {
 } from "./policy/observer.ts";
 export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
 export { type Operation, type Policy, policy } from "./policy/policy.ts";
+export { type Pool, type PoolOptions, pool } from "./policy/pool.ts";
 export {
   type DiscardInfo,
   GuardedStream,

@@ -33,6 +33,10 @@ const REASONS = {
     own: true,
     message: "the rate limits would hold the call past its deadline: refused before sending",
   },
+  "pool-cooldown": {
+    own: true,
+    message: "every deployment of the pool is cooling down past the call's deadline",
+  },
   "run-attempts": { own: true, message: "the run has used all its attempts" },
   "run-deadline": { own: true, message: "the run's deadline has passed" },
   "run-tokens": { own: true, message: "the run has spent its token allowance" },

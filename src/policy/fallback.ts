@@ -62,6 +62,7 @@ export interface Fallback<T, C = unknown> {
 /** Reasons that say "this upstream cannot serve the call now": the next one may. */
 const MOVE_REASONS: ReadonlySet<GiveUpReason> = new Set([
   "budget",
+  "rate-limit-wait",
   "circuit-open",
   "retry-after-too-long",
   "attempts-exhausted",
@@ -94,7 +95,8 @@ const SPEC = {
   when: opt.fn<NonNullable<FallbackOptions["when"]>>(),
 };
 
-function checkUpstreams(v: Validator, upstreams: unknown): readonly Upstream<unknown>[] {
+/** @internal Checks the upstreams of a chain or a pool: names, policies, one clock. */
+export function checkUpstreams(v: Validator, upstreams: unknown): readonly Upstream<unknown>[] {
   if (!Array.isArray(upstreams) || upstreams.length === 0)
     v.fail("upstreams", upstreams, "a non-empty array of { name, policy, call | open }");
   (upstreams as unknown[]).forEach((u, i) => {
@@ -127,10 +129,39 @@ function nextIndex<T>(
   return -1;
 }
 
-/** One call's share of the chain: its ledger, and what each hop is handed. */
-interface Leg<C> {
+/** @internal One call's share of a chain or pool: its ledger, its deadline, and what
+ * each hop is handed. */
+export interface Leg<C> {
   readonly ledger: Ledger;
+  readonly deadlineAt: number;
   hop(u: Upstream<unknown, C>): CallOptions & { ledger: Ledger };
+}
+
+/** @internal Starts one call across upstreams: a ledger counted on the run, one deadline
+ * and one attempt cap for every hop. */
+export function beginLeg<C>(
+  v: Validator,
+  clock: Policy["options"]["clock"],
+  deadlineMs: number,
+  cap: number,
+  call: ChainCallOptions | undefined,
+): Leg<C> {
+  if (call?.run !== undefined && !isRun(call.run)) v.fail("run", call.run, "a Run");
+  const ledger = new Ledger(clock.now());
+  if (call?.run) partsOf(call.run)!.limits.addCall(ledger);
+  const deadlineAt = clock.now() + deadlineMs;
+  return {
+    ledger,
+    deadlineAt,
+    hop: (u) => ({
+      ...(call?.signal && { signal: call.signal }),
+      ...(call?.run && { run: call.run }),
+      ...(deadlineAt !== Number.POSITIVE_INFINITY && { deadlineAt }),
+      maxAttempts: Math.max(1, cap - ledger.attempts.length),
+      ledger,
+      upstream: u.name,
+    }),
+  };
 }
 
 class Chain<T, C> implements Fallback<T, C> {
@@ -149,23 +180,12 @@ class Chain<T, C> implements Fallback<T, C> {
   }
 
   #begin(call: ChainCallOptions | undefined): Leg<C> {
-    if (call?.run !== undefined && !isRun(call.run)) this.#v.fail("run", call.run, "a Run");
     const clock = this.#chain[0]!.policy.options.clock;
-    const ledger = new Ledger(clock.now());
-    if (call?.run) partsOf(call.run)!.limits.addCall(ledger);
-    const deadlineAt = clock.now() + this.#deadlineMs;
-    const cap = this.#cap;
-    return {
-      ledger,
-      hop: (u) => ({
-        ...(call?.signal && { signal: call.signal }),
-        ...(call?.run && { run: call.run }),
-        ...(deadlineAt !== Number.POSITIVE_INFINITY && { deadlineAt }),
-        maxAttempts: Math.max(1, cap - ledger.attempts.length),
-        ledger,
-        upstream: u.name,
-      }),
-    };
+    return beginLeg(this.#v, clock, this.#deadlineMs, this.#cap, call);
+  }
+
+  first(): number {
+    return firstIndex(this.#chain);
   }
 
   /** After a hop failed: the next upstream's index, or -1 when the caller sees the error. */
@@ -224,17 +244,26 @@ const firstIndex = (chain: readonly Upstream<unknown, unknown>[]) =>
     chain.findIndex((u) => !u.forContextExceeded),
   );
 
-/** A chain's stream: each upstream's GuardedStream in turn, left only before anything
- * reached the consumer. */
-function streamChain<T, C>(
-  owner: { onward(i: number, error: unknown, ledger: Ledger): number },
+/** @internal Where a stream across upstreams goes: the first upstream, and the next one
+ * after a failure (-1: the caller sees it); either may wait (a pool's cooldown). */
+export interface Hops {
+  first(): number | Promise<number>;
+  onward(i: number, error: unknown, ledger: Ledger): number | Promise<number>;
+  /** The stream at upstream `i` ended well. */
+  done?(i: number): void;
+}
+
+/** @internal A stream across upstreams: each upstream's GuardedStream in turn, left only
+ * before anything reached the consumer. */
+export function streamChain<T, C>(
+  owner: Hops,
   chain: readonly Upstream<T, C>[],
   ledger: Ledger,
   hop: (u: Upstream<T, C>) => StreamOptions<C>,
   v: Validator,
 ): AsyncIterable<C> & { readonly ledger: Ledger } {
   async function* chunks(): AsyncGenerator<C> {
-    for (let i = firstIndex(chain); ; ) {
+    for (let i = await owner.first(); ; ) {
       const u = chain[i]!;
       const open = u.open ?? v.fail(`upstreams[${i}].open`, undefined, "a function, to stream");
       const s: GuardedStream<C> = u.policy.stream(open, hop(u));
@@ -244,11 +273,12 @@ function streamChain<T, C>(
           shown = true;
           yield chunk;
         }
+        owner.done?.(i);
         return;
       } catch (error) {
         const interrupted =
           shown || (isA(error, BreakwaterError) && error.reason === "stream-interrupted");
-        const next = interrupted ? -1 : owner.onward(i, error, ledger);
+        const next = interrupted ? -1 : await owner.onward(i, error, ledger);
         if (next < 0) throw error;
         i = next;
       }

@@ -1,4 +1,4 @@
-import type { Cost } from "../core/limiter.ts";
+import type { Cost } from "../index.ts";
 
 /** Characters per token, roughly, for a JSON request body: the estimate a rate limiter
  * reserves before the provider counts (it is corrected from usage after the call). */
