@@ -16,6 +16,13 @@ export async function benchExecute(): Promise<void> {
   });
   // Telemetry switched on, with no OpenTelemetry provider registered: the API's no-ops.
   const bwOtel = policy({ maxAttempts: 3, observe: otel() });
+  // A rate limiter that never binds: what taking and settling a permit costs per call.
+  const bwLimiter = policy({ maxAttempts: 3, limiter: {} });
+  const bwLimits = policy({
+    maxAttempts: 3,
+    limiter: { limits: { requestsPerMinute: 1e12, tokensPerMinute: 1e15 }, maxConcurrent: 1e6 },
+  });
+  const cost = { cost: { inputTokens: 1200, outputTokens: 300 } };
   const cockatiel = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() });
   const loop = (fn: () => Promise<unknown>) => async (n: number) => {
     for (let i = 0; i < n; i++) await fn();
@@ -25,6 +32,12 @@ export async function benchExecute(): Promise<void> {
     { name: "breakwater policy.execute", run: loop(() => bw.execute(work)) },
     { name: "breakwater (timeout+deadline+budget)", run: loop(() => bwFull.execute(work)) },
     { name: "breakwater + otel(), no provider", run: loop(() => bwOtel.execute(work)) },
+    { name: "breakwater + limiter, nothing known", run: loop(() => bwLimiter.execute(work)) },
+    { name: "breakwater, a cost given, no limiter", run: loop(() => bw.execute(work, cost)) },
+    {
+      name: "breakwater + limiter, RPM and TPM buckets",
+      run: loop(() => bwLimits.execute(work, cost)),
+    },
     { name: "cockatiel retry.execute", run: loop(() => cockatiel.execute(work)) },
     { name: "p-retry", run: loop(() => pRetry(work, { retries: 2 })) },
   ];
@@ -34,4 +47,7 @@ export async function benchExecute(): Promise<void> {
   const base = ns("bare call");
   const ratio = (ns("breakwater policy.execute") - base) / (ns("cockatiel retry.execute") - base);
   console.log(`  breakwater overhead / cockatiel overhead: ${ratio.toFixed(2)} (target <= 1)`);
+  const limiter =
+    ns("breakwater + limiter, RPM and TPM buckets") - ns("breakwater, a cost given, no limiter");
+  console.log(`  a rate limiter's permit per call: +${limiter.toFixed(0)} ns`);
 }

@@ -145,12 +145,13 @@ const SPEC = {
   ),
 };
 
-/** What each dimension needs for a cost. */
-const needs = (c: Cost): readonly number[] => {
-  const i = c.inputTokens ?? 0;
-  const o = c.outputTokens ?? 0;
-  return [1, i + o, i, o];
-};
+/** What dimension `k` of KEYS needs for a cost. */
+function need(c: Cost, k: number): number {
+  if (k === 0) return 1;
+  const i = k === 3 ? 0 : (c.inputTokens ?? 0);
+  const o = k === 2 ? 0 : (c.outputTokens ?? 0);
+  return i + o;
+}
 
 /** Past the deadline, beyond the rounding of the refill arithmetic. */
 const late = (now: number, wait: number, deadlineAt: number) => now + wait > deadlineAt + 1e-6;
@@ -175,12 +176,15 @@ export class RateLimiter {
   readonly maxConcurrentPerRun: number;
   readonly maxQueue: number;
   readonly #clock: Clock;
-  readonly #buckets = new Map<Key, Bucket>();
+  /** One slot per dimension of KEYS: requests, tokens, input, output. */
+  readonly #buckets: (Bucket | undefined)[] = [undefined, undefined, undefined, undefined];
   readonly #queue: Waiter[] = [];
   readonly #groups = new Map<object, number>();
   #inFlight = 0;
   #seq = 0;
   #holdUntil = Number.NEGATIVE_INFINITY;
+  /** No bucket and no hold yet: everything goes. */
+  #blank = true;
   #timer: (() => void) | undefined;
 
   constructor(options: RateLimiterOptions = {}) {
@@ -191,7 +195,9 @@ export class RateLimiter {
     this.#clock = o.clock ?? systemClock;
     const now = this.#clock.now();
     const set = (key: Key, n: number) => {
-      if (!Number.isNaN(n)) this.#buckets.set(key, new Bucket(n, MINUTE, now));
+      if (Number.isNaN(n)) return;
+      this.#buckets[KEYS.indexOf(key)] = new Bucket(n, MINUTE, now);
+      this.#blank = false;
     };
     set("requests", o.limits.requestsPerMinute);
     set("tokens", o.limits.tokensPerMinute);
@@ -211,11 +217,12 @@ export class RateLimiter {
 
   /** Ms until `cost` fits every bucket and any hold has passed (0: now). */
   #waitFor(cost: Cost, now: number): number {
-    const n = needs(cost);
     let wait = Math.max(0, this.#holdUntil - now);
-    for (let k = 0; k < KEYS.length; k++) {
-      const b = this.#buckets.get(KEYS[k]!);
-      if (b !== undefined && n[k]! > 0) wait = Math.max(wait, b.waitFor(n[k]!, now));
+    for (let k = 0; k < 4; k++) {
+      const b = this.#buckets[k];
+      if (b === undefined) continue;
+      const n = need(cost, k);
+      if (n > 0) wait = Math.max(wait, b.waitFor(n, now));
     }
     return wait;
   }
@@ -226,44 +233,43 @@ export class RateLimiter {
   }
 
   #take(cost: Cost, group: object | undefined): Permit {
-    const n = needs(cost);
-    const took = KEYS.map((key, k) => this.#buckets.get(key)?.take(n[k]!) ?? 0);
+    const bs = this.#buckets;
+    const took = [0, 0, 0, 0];
+    for (let k = 0; k < 4; k++) took[k] = bs[k]?.take(need(cost, k)) ?? 0;
     this.#inFlight++;
     if (group !== undefined) this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
     let done = false;
-    const end = (back: (b: Bucket, k: number) => void) => {
+    const end = (actual: Partial<Usage> | undefined, cancelled: boolean) => {
       if (done) return;
       done = true;
-      this.#inFlight--;
-      if (group !== undefined) {
-        const left = this.#groups.get(group)! - 1;
-        if (left === 0) this.#groups.delete(group);
-        else this.#groups.set(group, left);
-      }
-      KEYS.forEach((key, k) => {
-        const b = this.#buckets.get(key);
-        if (b !== undefined) back(b, k);
-      });
+      this.#release(group);
+      for (let k = cancelled ? 0 : 1; k < 4; k++)
+        bs[k]?.give(cancelled ? took[k]! : took[k]! - spentOf(cost, actual, k));
       this.#pump();
     };
     return {
       // What a call reserved and did not spend goes back (its output allowance, mostly);
       // one that spent more leaves the bucket lower, never below empty. A failed call with
       // no usage keeps its request and its input, and gives back its output allowance.
-      settle: (actual) =>
-        end((b, k) => {
-          if (k === 0) return;
-          const spent = spentOf(cost, actual, k);
-          b.give(took[k]! - spent);
-        }),
-      cancel: () => end((b, k) => b.give(took[k]!)),
+      settle: (actual) => end(actual, false),
+      cancel: () => end(undefined, true),
     };
+  }
+
+  #release(group: object | undefined): void {
+    this.#inFlight--;
+    if (group === undefined) return;
+    const left = this.#groups.get(group)! - 1;
+    if (left === 0) this.#groups.delete(group);
+    else this.#groups.set(group, left);
   }
 
   /** A permit now, without waiting, or undefined when the call would have to wait. */
   tryAcquire(cost: Cost, group?: object): Permit | undefined {
     if (this.#queue.length > 0 || !this.#hasSlot(group)) return undefined;
-    return this.#waitFor(cost, this.#clock.now()) === 0 ? this.#take(cost, group) : undefined;
+    // Nothing known yet (no limits, no headers, no hold): no clock read, no wait.
+    const free = this.#blank || this.#waitFor(cost, this.#clock.now()) === 0;
+    return free ? this.#take(cost, group) : undefined;
   }
 
   /**
@@ -351,6 +357,7 @@ export class RateLimiter {
   /** Drops what can no longer make its deadline, grants what fits, and arms one timer for
    * the next grant. */
   #pump(): void {
+    if (this.#queue.length === 0 && this.#timer === undefined) return;
     this.#timer?.();
     this.#timer = undefined;
     const now = this.#clock.now();
@@ -377,12 +384,14 @@ export class RateLimiter {
     for (const key of KEYS) {
       const s = state[key];
       if (s === undefined || (s.limit === undefined && s.remaining === undefined)) continue;
-      let b = this.#buckets.get(key);
+      const k = KEYS.indexOf(key);
+      let b = this.#buckets[k];
       if (b === undefined) {
         const capacity = s.limit ?? s.remaining!;
         if (!(capacity > 0)) continue;
         b = new Bucket(capacity, MINUTE, now);
-        this.#buckets.set(key, b);
+        this.#buckets[k] = b;
+        this.#blank = false;
       }
       b.correct(s, now);
     }
@@ -407,6 +416,7 @@ export class RateLimiter {
   hold(untilMs: number): void {
     if (!(untilMs > this.#holdUntil)) return;
     this.#holdUntil = untilMs;
+    this.#blank = false;
     this.#pump();
   }
 
@@ -416,7 +426,8 @@ export class RateLimiter {
     const now = this.#clock.now();
     if (now < this.#holdUntil) return 0;
     let least = 1;
-    for (const b of this.#buckets.values()) {
+    for (const b of this.#buckets) {
+      if (b === undefined) continue;
       b.refill(now);
       least = Math.min(least, b.level / b.capacity);
     }
@@ -427,7 +438,9 @@ export class RateLimiter {
   snapshot(): Partial<Record<Key, { level: number; capacity: number }>> {
     const now = this.#clock.now();
     const out: Partial<Record<Key, { level: number; capacity: number }>> = {};
-    for (const [key, b] of this.#buckets) {
+    for (const [k, b] of this.#buckets.entries()) {
+      if (b === undefined) continue;
+      const key = KEYS[k]!;
       b.refill(now);
       out[key] = { level: b.level, capacity: b.capacity };
     }
