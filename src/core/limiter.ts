@@ -48,6 +48,33 @@ export interface Permit {
   cancel(): void;
 }
 
+/**
+ * What a policy asks of its rate limiter (option `limiter`): a `RateLimiter`, or your own
+ * (one whose buckets live in a shared store keeps local leases, so `tryAcquire` never
+ * waits on the network).
+ */
+export interface Limiter {
+  /** A permit now, or undefined when the call would have to wait. */
+  tryAcquire(cost: Cost, group?: object): Permit | undefined;
+  /** A permit once there is room; rejects with a RateLimitWaitError when the wait would
+   * pass `deadlineAt`, and with the signal's reason when it aborts. */
+  acquire(cost: Cost, options?: AcquireOptions): Promise<Permit>;
+  /** A response's rate-limit headers (errors too). */
+  observeHeaders(headers: unknown, wallNow?: number): void;
+  /** Nobody is sent before `untilMs` (a 429's Retry-After). */
+  hold(untilMs: number): void;
+  /** The share left of the tightest limit, 0 to 1. */
+  headroom(): number;
+}
+
+/** True for anything that implements Limiter (duck-typed, as breakers are). */
+export const isLimiter = (x: unknown): x is Limiter =>
+  x !== null &&
+  typeof x === "object" &&
+  ["tryAcquire", "acquire", "observeHeaders", "hold", "headroom"].every(
+    (m) => typeof (x as Record<string, unknown>)[m] === "function",
+  );
+
 /** The limiter would make a call wait past its deadline, or its queue is full: refused
  * before anything is sent. */
 export class RateLimitWaitError extends Error {
@@ -171,7 +198,7 @@ const tooLong = (wait: number) =>
  * needed if not. Share one per upstream (key × model). With no limits configured and no
  * headers seen, it lets everything through (fails open).
  */
-export class RateLimiter {
+export class RateLimiter implements Limiter {
   readonly maxConcurrent: number;
   readonly maxConcurrentPerRun: number;
   readonly maxQueue: number;

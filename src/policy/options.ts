@@ -17,9 +17,8 @@ import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
-import { RateLimiter, type RateLimiterOptions } from "../core/limiter.ts";
+import { isLimiter, type Limiter, RateLimiter, type RateLimiterOptions } from "../core/limiter.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
-import { isA } from "../core/safe.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 import { isObserver, type Observer } from "./observer.ts";
@@ -86,7 +85,7 @@ export interface PolicyOptions {
    * (share one per key × model) or options for one on the policy's clock. Calls wait for
    * room while their deadline allows; the fetch layer feeds it every response's
    * rate-limit headers. @default none */
-  limiter?: RateLimiter | RateLimiterOptions;
+  limiter?: Limiter | RateLimiterOptions;
   /** @default systemClock */
   clock?: Clock;
   /** [0, 1) source for jitter; inject for tests. @default Math.random */
@@ -118,7 +117,7 @@ export interface ResolvedOptions extends RetryRules {
   readonly totalTimeoutMs: number;
   readonly budget: Admission | undefined;
   readonly breaker: Breaker | undefined;
-  readonly limiter: RateLimiter | undefined;
+  readonly limiter: Limiter | undefined;
   readonly clock: Clock;
   readonly classify: ((error: unknown, nowMs: number) => Failure | undefined) | undefined;
   readonly model: string | undefined;
@@ -182,7 +181,10 @@ const SPEC = {
     "an Admission (tryAcquire, onSuccess), RetryBudget options, or false",
   ),
   breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
-  limiter: either((x): x is RateLimiter => isA(x, RateLimiter), "a RateLimiter or its options"),
+  limiter: either(
+    isLimiter,
+    "a Limiter (a RateLimiter, or tryAcquire, acquire, observeHeaders, hold, headroom) or RateLimiter options",
+  ),
   clock: opt.any<Clock>(
     isClock,
     "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()",
@@ -228,7 +230,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
         ? breaker
         : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
     limiter:
-      limiter === undefined || isA(limiter, RateLimiter)
+      limiter === undefined || isLimiter(limiter)
         ? limiter
         : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions) }),
     clock: time,

@@ -140,6 +140,44 @@ describe("a policy with a rate limiter", () => {
   });
 });
 
+describe("the limiter option", () => {
+  it("takes a RateLimiter, its options, or any Limiter; anything else is named", async () => {
+    expect(() => policy({ limiter: 5 as never })).toThrow(
+      /policy: option "limiter" must be a Limiter .*; got 5/,
+    );
+    expect(() => policy({ limiter: { maxConcurent: 2 } as never })).toThrow(/maxConcurent/);
+    const clock = new VirtualClock();
+    expect(policy({ clock, limiter: { maxConcurrent: 2 } }).options.limiter).toBeInstanceOf(
+      RateLimiter,
+    );
+    // Your own (a shared store's): asked with the call's cost and its run tree.
+    const asked: unknown[] = [];
+    const settled: unknown[] = [];
+    const mine = {
+      tryAcquire: (cost: unknown, group: unknown) => {
+        asked.push({ cost, group });
+        return { settle: (u: unknown) => settled.push(u), cancel: () => settled.push("cancel") };
+      },
+      acquire: () => Promise.reject(new Error("never")),
+      observeHeaders: () => {},
+      hold: () => {},
+      headroom: () => 1,
+    };
+    const run = new Run({ clock });
+    const p = policy({ clock, limiter: mine });
+    await p.execute(() => 1, {
+      run: run.child(),
+      cost: { inputTokens: 5, outputTokens: 7 },
+      usage: () => ({ inputTokens: 5, outputTokens: 2 }),
+    });
+    expect(asked).toEqual([{ cost: { inputTokens: 5, outputTokens: 7 }, group: run }]);
+    expect(settled).toEqual([{ inputTokens: 5, outputTokens: 2 }]);
+    await expect(p.execute(() => 1, { cost: { inputTokens: -1 } })).rejects.toThrow(
+      /cost.inputTokens/,
+    );
+  });
+});
+
 describe("the run tree under a rate limiter", () => {
   it("a child run's calls count on its parent, within the parent's deadline", async () => {
     const clock = new VirtualClock();

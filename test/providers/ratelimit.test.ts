@@ -67,6 +67,20 @@ describe.each(Object.entries(clients))(
       expect(count429()).toBeGreaterThan(0);
     });
 
+    it("a 429's headers reach the limiter too: it learns the limit from the refusal", async () => {
+      fs.script({ rateLimit: { requestsPerMinute: 2, windowMs: 60_000 } });
+      const other = make(); // another process on the same key spends it
+      await other();
+      await other();
+      const limiter = new RateLimiter();
+      const e = await make(limiter)().catch((x: unknown) => x);
+      expect((e as { status?: number }).status).toBe(429);
+      const r = limiter.snapshot().requests!;
+      expect(r.capacity).toBe(2);
+      expect(r.level).toBeLessThan(0.01); // refilling since, at 2 a minute
+      expect(limiter.tryAcquire({})).toBeUndefined(); // and holds the next call
+    });
+
     it("a call that cannot get room before its deadline is refused without being sent", async () => {
       fs.script({ rateLimit: { requestsPerMinute: 2, windowMs: 60_000 } });
       const limiter = new RateLimiter();
