@@ -104,6 +104,7 @@ export const CALL_SPEC = {
 
 const CANCELLED = failure("cancelled");
 const NO_COST: Cost = {};
+const NO_PERMIT: Permit = { settle: () => {}, cancel: () => {} };
 const UNKNOWN = failure("unknown");
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
@@ -203,19 +204,27 @@ export class Call {
     const o = this.#options;
     const cost = o?.cost ?? NO_COST;
     const group = o?.run?.root;
-    this.#permit = limiter.tryAcquire(cost, group);
+    // A limiter that throws lets the call go: a broken gate must not stop all traffic.
+    const take = () => limiter.tryAcquire(cost, group);
+    this.#permit = runHook(this, "limiter.tryAcquire", take, NO_PERMIT);
     if (this.#permit !== undefined) return undefined;
     this.#startNow = undefined; // the attempt starts after the wait
     const priority = o?.priority ?? o?.run?.priority ?? 0;
     const wait = { deadlineAt: this.deadline.at, signal: this.#signal, priority, group };
-    return limiter.acquire(cost, wait).then(
-      (p) => void (this.#permit = p),
-      (e: unknown) => {
-        if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
-        const waitMs = isA(e, RateLimitWaitError) ? e.waitMs : undefined;
-        this.#giveUp("rate-limit-wait", this.#lastError ?? e, this.#lastFailure, waitMs);
-      },
-    );
+    return Promise.resolve()
+      .then(() => limiter.acquire(cost, wait))
+      .then(
+        (p) => void (this.#permit = p),
+        (e: unknown) => this.#refused(e),
+      );
+  }
+
+  /** The limiter would not grant a permit: the caller left, or the wait is too long
+   * (`rate-limit-wait`); a limiter that failed otherwise lets the call go. */
+  #refused(e: unknown): void {
+    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
+    if (!isA(e, RateLimitWaitError)) return reportHookError(this, "limiter.acquire", e);
+    this.#giveUp("rate-limit-wait", this.#lastError ?? e, this.#lastFailure, e.waitMs);
   }
 
   /** Ends the attempt's claim on the rate limiter: settled with what it spent, or (never
@@ -224,8 +233,12 @@ export class Call {
     const p = this.#permit;
     if (p === undefined) return;
     this.#permit = undefined;
-    if (how === "cancel") p.cancel();
-    else p.settle(usage);
+    runHook(
+      this,
+      `limiter.${how}`,
+      () => (how === "cancel" ? p.cancel() : p.settle(usage)),
+      undefined,
+    );
   }
 
   /** Starts an attempt, or throws if the call may not make one (caller abort, run,
@@ -424,8 +437,10 @@ export class Call {
   #limit(f: Failure, usage: Partial<Usage> | undefined): void {
     this.#endPermit("settle", usage ?? {});
     const limiter = this.#o.limiter;
-    if (limiter !== undefined && f.kind === "rate_limited" && f.retryAfterMs !== undefined)
-      limiter.hold(this.#o.clock.now() + f.retryAfterMs);
+    if (limiter !== undefined && f.kind === "rate_limited" && f.retryAfterMs !== undefined) {
+      const until = this.#o.clock.now() + f.retryAfterMs;
+      runHook(this, "limiter.hold", () => limiter.hold(until), undefined);
+    }
   }
 
   #state(f: Failure, more: FailOptions): RetryState {

@@ -333,8 +333,11 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
         dispatcher: t.dispatcher,
       } as RequestInit);
     }
-    // Every answer, errors too, tells the limiter where the limits stand (rule 16).
-    limiter?.observeHeaders(res.headers);
+    // Every answer, errors too, tells the limiter where the limits stand (rule 16); a
+    // limiter that throws does not cost the answer.
+    try {
+      limiter?.observeHeaders(res.headers);
+    } catch {}
     return res;
   };
 

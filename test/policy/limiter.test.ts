@@ -178,6 +178,41 @@ describe("the limiter option", () => {
   });
 });
 
+describe("a limiter that fails", () => {
+  it("lets calls go and never changes an outcome (a broken gate must not stop traffic)", async () => {
+    const clock = new VirtualClock();
+    const boom = () => {
+      throw new Error("store down");
+    };
+    const throwing = {
+      tryAcquire: boom,
+      acquire: boom,
+      observeHeaders: boom,
+      hold: boom,
+      headroom: () => 1,
+    };
+    const p = policy({ clock, limiter: throwing, budget: false, backoff: { baseMs: 1, capMs: 1 } });
+    expect(await p.execute(() => "ok")).toBe("ok");
+    const e = await driveError(
+      clock,
+      p.execute(() => Promise.reject(httpError(429, { headers: { "retry-after": "1" } }))),
+    );
+    expect((e as { status: number }).status).toBe(429);
+    // A permit that throws on settle, an acquire that rejects with its own error.
+    let n = 0;
+    const flaky = {
+      tryAcquire: () => (n++ === 0 ? undefined : { settle: boom, cancel: boom }),
+      acquire: () => Promise.reject(new Error("store down")),
+      observeHeaders: () => {},
+      hold: () => {},
+      headroom: () => 1,
+    };
+    const q = policy({ clock, limiter: flaky, budget: false });
+    expect(await q.execute(() => "first")).toBe("first");
+    expect(await q.execute(() => "second")).toBe("second");
+  });
+});
+
 describe("the run tree under a rate limiter", () => {
   it("a child run's calls count on its parent, within the parent's deadline", async () => {
     const clock = new VirtualClock();
