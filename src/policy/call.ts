@@ -223,7 +223,10 @@ export class Call {
    * (`rate-limit-wait`); a limiter that failed otherwise lets the call go. */
   #refused(e: unknown): void {
     if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
-    if (!isA(e, RateLimitWaitError)) return reportHookError(this, "limiter.acquire", e);
+    if (!isA(e, RateLimitWaitError)) {
+      reportHookError(this, "limiter.acquire", e);
+      return;
+    }
     this.#giveUp("rate-limit-wait", this.#lastError ?? e, this.#lastFailure, e.waitMs);
   }
 
