@@ -101,6 +101,12 @@ export {
   type StreamOptions,
   type StreamOutcome,
 } from "./policy/stream.ts";
-export { type Journal, MemoryJournal, type StepRecord } from "./run/journal.ts";
+export {
+  type Journal,
+  JournalError,
+  MemoryJournal,
+  RunClaimedError,
+  type StepRecord,
+} from "./run/journal.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
 export * from "./tools/index.ts";

@@ -24,6 +24,30 @@ export interface Journal {
   put(record: StepRecord): void | Promise<void>;
   /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] | Promise<StepRecord[]>;
+  /** Takes or renews the lease on a run for `owner` (wall time, shared by every worker);
+   * false while another owner holds it. A journal without it cannot keep two workers off
+   * one run. */
+  claim?(runId: string, owner: string, leaseMs: number): boolean | Promise<boolean>;
+  /** Lets go of the lease, if `owner` holds it. */
+  release?(runId: string, owner: string): void | Promise<void>;
+}
+
+/** A journal could not read or write: names the store, the run and the step. */
+export class JournalError extends Error {
+  override name = "BreakwaterJournalError";
+  constructor(message: string, cause: unknown) {
+    super(`${message}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/** Another worker holds the run's lease: this one must not run its steps. */
+export class RunClaimedError extends Error {
+  override name = "BreakwaterRunClaimedError";
+  readonly runId: string;
+  constructor(runId: string) {
+    super(`run "${runId}" is held by another worker (its lease has not expired)`);
+    this.runId = runId;
+  }
 }
 
 /** A journal in this process's memory: resumes a run within one process. */
@@ -35,9 +59,27 @@ export class MemoryJournal implements Journal {
     return this.#records.get(`${runId}\u0000${step}`);
   }
 
-  /** Records a step. */
+  readonly #claims = new Map<string, { owner: string; until: number }>();
+
+  /** Records a step; one recorded "ok" is never overwritten. */
   put(record: StepRecord): void {
-    this.#records.set(`${record.runId}\u0000${record.step}`, record);
+    const key = `${record.runId}\u0000${record.step}`;
+    if (this.#records.get(key)?.status === "ok") return;
+    this.#records.set(key, record);
+  }
+
+  /** Takes or renews the lease on a run (within this process). */
+  claim(runId: string, owner: string, leaseMs: number): boolean {
+    const now = Date.now();
+    const held = this.#claims.get(runId);
+    if (held !== undefined && held.owner !== owner && held.until > now) return false;
+    this.#claims.set(runId, { owner, until: now + leaseMs });
+    return true;
+  }
+
+  /** Lets go of the lease, if `owner` holds it. */
+  release(runId: string, owner: string): void {
+    if (this.#claims.get(runId)?.owner === owner) this.#claims.delete(runId);
   }
 
   /** Every recorded step of a run, in the order they ran. */

@@ -3,7 +3,7 @@ import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { partsOf, registerRun } from "./internal.ts";
-import type { Journal } from "./journal.ts";
+import { type Journal, RunClaimedError } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
 import { runStep } from "./steps.ts";
 import { ToolMemo } from "./tool-memo.ts";
@@ -38,9 +38,18 @@ export interface RunOptions {
   /** Where this run's calls stand in a rate limiter's queue: higher goes first.
    * @default 0; a child run: its parent's minus 1 (the parent goes first) */
   priority?: number;
+  /** Who runs this run, for the journal's lease: a worker started again under the same
+   * name (a restarted pod) takes its runs back at once; another waits out the lease.
+   * @default this process (one random id per process) */
+  owner?: string;
+  /** How long the journal's lease on this run lasts; renewed at every step, so a step
+   * must finish within it. @default 60000 */
+  leaseMs?: number;
 }
 
 const INF = Number.POSITIVE_INFINITY;
+/** Who runs a run by default: this process. */
+const PROCESS_OWNER = `process-${globalThis.crypto.randomUUID()}`;
 /** The parent of the run `child` is building (a constructor has no private parameter). */
 let spawning: Run | undefined;
 const isClock = (c: unknown) =>
@@ -62,6 +71,8 @@ const SPEC = {
     "a Journal (get, put, steps), e.g. new MemoryJournal() or new SqliteJournal(file)",
   ),
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
+  owner: opt.str(),
+  leaseMs: opt.ms(60_000),
 } satisfies Record<keyof RunOptions, unknown>;
 
 /**
@@ -87,6 +98,8 @@ export class Run {
   /** The top of this run's tree: a rate limiter's fairness and per-run cap count by it. */
   readonly root: Run;
   readonly #limits: RunLimits;
+  readonly #owner: string;
+  readonly #leaseMs: number;
   #children = 0;
 
   constructor(options: RunOptions = {}) {
@@ -111,6 +124,8 @@ export class Run {
     this.maxToolFailures = o.maxToolFailures;
     this.callShare = o.callShare;
     this.journal = o.journal;
+    this.#owner = o.owner ?? PROCESS_OWNER;
+    this.#leaseMs = o.leaseMs;
     this.#limits = new RunLimits(this, parent && partsOf(parent)!.limits);
     registerRun(this, { limits: this.#limits, memo: new ToolMemo(this.#limits, this.clock) });
   }
@@ -157,6 +172,9 @@ export class Run {
       new Validator("Run.step").fail("name", name, "a non-empty string");
     const journal = this.journal;
     if (journal === undefined) return fn();
+    // Two workers never run one run: the lease is taken (or renewed) before every step.
+    if (journal.claim && !(await journal.claim(this.id, this.#owner, this.#leaseMs)))
+      throw new RunClaimedError(this.id);
     const stats = this.#limits.stats;
     const onReplay = () => void stats.stepsReplayed++;
     return runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
@@ -175,6 +193,11 @@ export class Run {
     } finally {
       spawning = undefined;
     }
+  }
+
+  /** Lets go of the journal's lease on this run (when it is done, or handed over). */
+  async release(): Promise<void> {
+    await this.journal?.release?.(this.id, this.#owner);
   }
 
   /** The run as plain data: id, deadline, stats and billed tokens. */

@@ -1,5 +1,5 @@
 import { DatabaseSync } from "node:sqlite";
-import type { Journal, StepRecord } from "./journal.ts";
+import { type Journal, JournalError, type StepRecord } from "./journal.ts";
 
 interface Row {
   run_id: string;
@@ -19,53 +19,116 @@ const toRecord = (r: Row): StepRecord => ({
   ...(r.error !== null && { error: r.error }),
 });
 
-/** A journal in a SQLite file (node:sqlite, no native build): survives the process. */
+/** Options of a `SqliteJournal`. */
+export interface SqliteJournalOptions {
+  /** How long a write waits for another process's lock before it fails. @default 5000 */
+  busyTimeoutMs?: number;
+}
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS breakwater_steps (
+    run_id TEXT NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
+    value TEXT, error TEXT, at REAL NOT NULL, PRIMARY KEY (run_id, step));
+  CREATE TABLE IF NOT EXISTS breakwater_claims (
+    run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);`;
+
+/** A step that finished "ok" stays so: a late failure, or a second worker, cannot undo it. */
+const PUT = `INSERT INTO breakwater_steps (run_id, step, status, value, error, at)
+  VALUES (?, ?, ?, ?, ?, ?)
+  ON CONFLICT (run_id, step) DO UPDATE SET
+    status = excluded.status, value = excluded.value, error = excluded.error, at = excluded.at
+  WHERE breakwater_steps.status <> 'ok'`;
+
+/** Takes or renews a run's lease in one statement: free, expired, or already ours. */
+const CLAIM = `INSERT INTO breakwater_claims (run_id, owner, expires_at) VALUES (?, ?, ?)
+  ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+  WHERE breakwater_claims.owner = excluded.owner OR breakwater_claims.expires_at <= ?`;
+
+/**
+ * A journal in a SQLite file (node:sqlite, no native build), safe for several processes on
+ * one machine: WAL, a busy timeout, a lease per run id so two workers never run the same
+ * run, and step results a late failure cannot overwrite (docs/architecture.md, rule 14).
+ */
 export class SqliteJournal implements Journal {
   readonly #db: DatabaseSync;
+  readonly #path: string;
 
   /** `path` is a file, or ":memory:" (the default). */
-  constructor(path = ":memory:") {
+  constructor(path = ":memory:", options: SqliteJournalOptions = {}) {
     if (typeof path !== "string" || path === "")
       throw new TypeError(
         `SqliteJournal: "path" must be a file path or ":memory:"; got ${String(path)}`,
       );
-    this.#db = new DatabaseSync(path);
-    this.#db.exec(`CREATE TABLE IF NOT EXISTS breakwater_steps (
-      run_id TEXT NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
-      value TEXT, error TEXT, at REAL NOT NULL, PRIMARY KEY (run_id, step))`);
+    const busy = options.busyTimeoutMs ?? 5000;
+    if (!(Number.isInteger(busy) && busy >= 0))
+      throw new TypeError(
+        `SqliteJournal: option "busyTimeoutMs" must be an integer >= 0; got ${String(busy)}`,
+      );
+    this.#path = path;
+    this.#db = this.#run("open the journal", () => {
+      const db = new DatabaseSync(path);
+      db.exec(`PRAGMA busy_timeout = ${busy}`); // before anything that takes a lock
+      db.exec("PRAGMA journal_mode = WAL");
+      db.exec("PRAGMA synchronous = NORMAL"); // durable across a crash of the process
+      db.exec(SCHEMA);
+      return db;
+    });
+  }
+
+  /** Runs one database operation; a failure names the file and what was being done. */
+  #run<T>(what: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      throw new JournalError(`SqliteJournal(${this.#path}): could not ${what}`, error);
+    }
   }
 
   /** The step's record, if the run finished it. */
   get(runId: string, step: string): StepRecord | undefined {
-    const row = this.#db
-      .prepare("SELECT * FROM breakwater_steps WHERE run_id = ? AND step = ?")
-      .get(runId, step) as Row | undefined;
+    const row = this.#run(`read step "${step}" of run "${runId}"`, () =>
+      this.#db
+        .prepare("SELECT * FROM breakwater_steps WHERE run_id = ? AND step = ?")
+        .get(runId, step),
+    ) as Row | undefined;
     return row === undefined ? undefined : toRecord(row);
   }
 
-  /** Records a step; a finished step is never overwritten by a later failure. */
+  /** Records a step; one recorded "ok" is never overwritten. */
   put(r: StepRecord): void {
-    this.#db
-      .prepare(
-        "INSERT OR REPLACE INTO breakwater_steps (run_id, step, status, value, error, at) VALUES (?, ?, ?, ?, ?, ?)",
-      )
-      .run(
-        r.runId,
-        r.step,
-        r.status,
-        r.value === undefined ? null : JSON.stringify(r.value),
-        r.error ?? null,
-        r.at,
-      );
+    const value = r.value === undefined ? null : JSON.stringify(r.value);
+    this.#run(`record step "${r.step}" of run "${r.runId}"`, () =>
+      this.#db.prepare(PUT).run(r.runId, r.step, r.status, value, r.error ?? null, r.at),
+    );
   }
 
   /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] {
-    return (
+    const rows = this.#run(`read the steps of run "${runId}"`, () =>
       this.#db
         .prepare("SELECT * FROM breakwater_steps WHERE run_id = ? ORDER BY at, rowid")
-        .all(runId) as unknown as Row[]
-    ).map(toRecord);
+        .all(runId),
+    ) as unknown as Row[];
+    return rows.map(toRecord);
+  }
+
+  /** Takes or renews the lease on `runId` for `owner` until `leaseMs` from now (wall
+   * time, shared by every process); false while another owner holds it. */
+  claim(runId: string, owner: string, leaseMs: number): boolean {
+    const now = Date.now();
+    const r = this.#run(`claim run "${runId}"`, () =>
+      this.#db.prepare(CLAIM).run(runId, owner, now + leaseMs, now),
+    );
+    return Number(r.changes) > 0;
+  }
+
+  /** Lets go of the lease, if `owner` holds it. */
+  release(runId: string, owner: string): void {
+    this.#run(`release run "${runId}"`, () =>
+      this.#db
+        .prepare("DELETE FROM breakwater_claims WHERE run_id = ? AND owner = ?")
+        .run(runId, owner),
+    );
   }
 
   /** Closes the database. */

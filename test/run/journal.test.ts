@@ -59,6 +59,31 @@ describe.each([
     await agent(new Run({ id: "b", journal }), calls);
     expect(calls).toEqual(["plan", "search", "answer"]);
   });
+
+  it("a step recorded ok is never overwritten by a late failure", async () => {
+    const journal = make();
+    const ok = { runId: "r", step: "charge", status: "ok" as const, value: 1, at: 1 };
+    await journal.put(ok);
+    await journal.put({ runId: "r", step: "charge", status: "failed", error: "late", at: 2 });
+    expect(await journal.get("r", "charge")).toEqual(ok);
+    // A failure is replaced by the success that follows it.
+    await journal.put({ runId: "r", step: "refund", status: "failed", error: "x", at: 3 });
+    await journal.put({ runId: "r", step: "refund", status: "ok", value: 2, at: 4 });
+    expect((await journal.get("r", "refund"))?.status).toBe("ok");
+  });
+
+  it("a run's lease keeps a second owner off it until released or expired", async () => {
+    const journal = make();
+    const a = new Run({ id: "leased", journal, owner: "a" });
+    const b = new Run({ id: "leased", journal, owner: "b", leaseMs: 50 });
+    await a.step("one", () => 1);
+    await expect(b.step("one", () => 1)).rejects.toThrow(/run "leased" is held by another worker/);
+    await a.release();
+    expect(await b.step("two", () => 2)).toBe(2);
+    // b's lease (50 ms) runs out: a may take the run back.
+    await new Promise((r) => setTimeout(r, 80));
+    expect(await a.step("three", () => 3)).toBe(3);
+  });
 });
 
 describe("journals", () => {
@@ -72,6 +97,20 @@ describe("journals", () => {
     await agent(new Run({ id: "r", journal: j2 }), calls);
     expect(calls).toEqual(["answer"]);
     j2.close();
+  });
+
+  it("SQLite errors name the file, the run and the step", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "bw-journal-"));
+    expect(() => new SqliteJournal(dir)).toThrow(
+      new RegExp(`SqliteJournal\\(${dir}\\): could not open the journal`),
+    );
+    const j = new SqliteJournal(join(dir, "steps.db"));
+    j.close();
+    expect(() => j.put({ runId: "r-1", step: "plan", status: "ok", value: 1, at: 0 })).toThrow(
+      /could not record step "plan" of run "r-1"/,
+    );
+    expect(() => new SqliteJournal(":memory:", { busyTimeoutMs: -1 })).toThrow(/busyTimeoutMs/);
+    expect(() => new Run({ leaseMs: 0 })).toThrow(/leaseMs/);
   });
 
   it("a step's result must be JSON; bad input is named", async () => {
