@@ -1,56 +1,16 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DatabaseSync } from "node:sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
+import { service, worker } from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const WORKER = join(import.meta.dirname, "fixtures", "journal-worker.ts");
 let files = 0;
 const paths = () => ({ db: join(dir, `j${++files}.db`), service: join(dir, `s${files}.db`) });
-
-interface Worker {
-  child: ChildProcess;
-  started: Promise<void>;
-  exited: Promise<{ code: number | null; out: string }>;
-}
-
-function worker(args: Record<string, unknown>): Worker {
-  const child = spawn(process.execPath, [WORKER, JSON.stringify(args)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  let markStarted!: () => void;
-  const started = new Promise<void>((r) => (markStarted = r));
-  child.stdout!.on("data", (d: Buffer) => {
-    out += d.toString();
-    if (out.includes("started")) markStarted();
-  });
-  const exited = new Promise<{ code: number | null; out: string }>((resolve) =>
-    child.on("exit", (code) => {
-      markStarted();
-      resolve({ code, out });
-    }),
-  );
-  return { child, started, exited };
-}
-
-/** What the service saw: body executions and effects per key. */
-function service(path: string) {
-  const db = new DatabaseSync(path);
-  const executions = db.prepare("SELECT key, COUNT(*) AS n FROM executions GROUP BY key").all() as {
-    key: string;
-    n: number;
-  }[];
-  const effects = (db.prepare("SELECT COUNT(*) AS n FROM effects").get() as { n: number }).n;
-  db.close();
-  return { executions, effects };
-}
 
 describe("SqliteJournal across processes", () => {
   it("two processes × 2000 steps on one file (different runs): nothing lost, nothing locked out", async () => {

@@ -1,0 +1,189 @@
+import type { Pool, PoolClient } from "pg";
+import { type Journal, JournalError, type StepRecord } from "./journal.ts";
+
+/** Options of a `PostgresJournal`. */
+export interface PostgresJournalOptions {
+  /** A `pg` Pool (yours: its size, TLS and credentials). */
+  pool: Pool;
+  /** The schema the tables live in (created if missing). @default "breakwater" */
+  schema?: string;
+}
+
+interface Row {
+  run_id: string;
+  step: string;
+  status: "ok" | "failed";
+  value: unknown;
+  error: string | null;
+  at: number;
+}
+
+const toRecord = (r: Row): StepRecord => ({
+  runId: r.run_id,
+  step: r.step,
+  status: r.status,
+  at: Number(r.at),
+  ...(r.value !== null && { value: r.value }),
+  ...(r.error !== null && { error: r.error }),
+});
+
+/** The schema's versions, in order; each runs once, in one transaction, recorded in
+ * `migrations`. Never edit one that shipped: add the next. */
+const MIGRATIONS: readonly ((s: string) => string)[] = [
+  (s) => `
+    CREATE TABLE ${s}.steps (
+      run_id TEXT NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+      value JSONB, error TEXT, at DOUBLE PRECISION NOT NULL, seq BIGSERIAL,
+      PRIMARY KEY (run_id, step));
+    CREATE TABLE ${s}.claims (
+      run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+    CREATE INDEX claims_expiry ON ${s}.claims (expires_at);`,
+];
+
+/** One advisory-lock key for migrations, so workers starting together migrate once. */
+const MIGRATION_LOCK = 0x62_77_6a_6e; // "bwjn"
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * The step journal on Postgres (`pg`): a run crashed on one machine resumes on another
+ * (docs/architecture.md, rule 14). Leases use the database's clock, so machines need not
+ * agree on the time; `takeOver` finds runs whose worker died (their lease expired) with
+ * `FOR UPDATE SKIP LOCKED`, so many workers can sweep at once without taking the same
+ * run. The schema is created and migrated by the library (`migrate`, run by `open`).
+ */
+export class PostgresJournal implements Journal {
+  readonly #pool: Pool;
+  readonly #s: string;
+
+  private constructor(pool: Pool, schema: string) {
+    this.#pool = pool;
+    this.#s = schema;
+  }
+
+  /** Connects, migrates the schema to the latest version, and returns the journal. */
+  static async open(options: PostgresJournalOptions): Promise<PostgresJournal> {
+    const pool = options?.pool;
+    if (pool === null || typeof pool !== "object" || typeof pool.query !== "function")
+      throw new TypeError(
+        `PostgresJournal: option "pool" must be a pg Pool (new Pool({ connectionString })); got ${String(pool)}`,
+      );
+    const schema = options.schema ?? "breakwater";
+    if (typeof schema !== "string" || !SCHEMA_NAME.test(schema))
+      throw new TypeError(
+        `PostgresJournal: option "schema" must be a lower-case SQL name (a-z, 0-9, _); got ${JSON.stringify(schema)}`,
+      );
+    const j = new PostgresJournal(pool, schema);
+    await j.migrate();
+    return j;
+  }
+
+  async #q<R>(what: string, sql: string, params: unknown[] = []): Promise<R[]> {
+    try {
+      return (await this.#pool.query(sql, params)).rows as R[];
+    } catch (error) {
+      throw new JournalError(`PostgresJournal(${this.#s}): could not ${what}`, error);
+    }
+  }
+
+  /** Brings the schema to the latest version; safe to call from many workers at once.
+   * Returns the version it is at. */
+  async migrate(): Promise<number> {
+    let client: PoolClient | undefined;
+    try {
+      client = await this.#pool.connect();
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.#s}`);
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.#s}.migrations (
+        version INT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`);
+      const { rows } = await client.query(`SELECT max(version) AS v FROM ${this.#s}.migrations`);
+      const at = Number(rows[0]?.v ?? 0);
+      for (let v = at; v < MIGRATIONS.length; v++) {
+        await client.query(MIGRATIONS[v]!(this.#s));
+        await client.query(`INSERT INTO ${this.#s}.migrations (version) VALUES ($1)`, [v + 1]);
+      }
+      await client.query("COMMIT");
+      return MIGRATIONS.length;
+    } catch (error) {
+      await client?.query("ROLLBACK").catch(() => {});
+      throw new JournalError(`PostgresJournal(${this.#s}): could not migrate the schema`, error);
+    } finally {
+      client?.release();
+    }
+  }
+
+  async get(runId: string, step: string): Promise<StepRecord | undefined> {
+    const rows = await this.#q<Row>(
+      `read step "${step}" of run "${runId}"`,
+      `SELECT * FROM ${this.#s}.steps WHERE run_id = $1 AND step = $2`,
+      [runId, step],
+    );
+    return rows[0] === undefined ? undefined : toRecord(rows[0]);
+  }
+
+  /** Records a step; one recorded "ok" is never overwritten. */
+  async put(r: StepRecord): Promise<void> {
+    const value = r.value === undefined ? null : JSON.stringify(r.value);
+    await this.#q(
+      `record step "${r.step}" of run "${r.runId}"`,
+      `INSERT INTO ${this.#s}.steps (run_id, step, status, value, error, at)
+       VALUES ($1, $2, $3, $4::jsonb, $5, $6)
+       ON CONFLICT (run_id, step) DO UPDATE SET
+         status = EXCLUDED.status, value = EXCLUDED.value, error = EXCLUDED.error, at = EXCLUDED.at
+       WHERE ${this.#s}.steps.status <> 'ok'`,
+      [r.runId, r.step, r.status, value, r.error ?? null, r.at],
+    );
+  }
+
+  async steps(runId: string): Promise<StepRecord[]> {
+    const rows = await this.#q<Row>(
+      `read the steps of run "${runId}"`,
+      `SELECT * FROM ${this.#s}.steps WHERE run_id = $1 ORDER BY at, seq`,
+      [runId],
+    );
+    return rows.map(toRecord);
+  }
+
+  /** Takes or renews the lease on a run (the database's clock): free, expired, or
+   * already `owner`'s; false while another owner holds it. */
+  async claim(runId: string, owner: string, leaseMs: number): Promise<boolean> {
+    const rows = await this.#q(
+      `claim run "${runId}"`,
+      `INSERT INTO ${this.#s}.claims (run_id, owner, expires_at)
+       VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+       ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+       WHERE ${this.#s}.claims.owner = EXCLUDED.owner OR ${this.#s}.claims.expires_at <= now()
+       RETURNING run_id`,
+      [runId, owner, leaseMs],
+    );
+    return rows.length > 0;
+  }
+
+  async release(runId: string, owner: string): Promise<void> {
+    await this.#q(
+      `release run "${runId}"`,
+      `DELETE FROM ${this.#s}.claims WHERE run_id = $1 AND owner = $2`,
+      [runId, owner],
+    );
+  }
+
+  /**
+   * Takes over up to `limit` runs whose worker died (their lease expired without a
+   * release) for `owner`, and returns their ids: start each with `new Run({ id, owner,
+   * journal })` and it resumes at its failed step. Workers sweeping together never get
+   * the same run (`FOR UPDATE SKIP LOCKED`).
+   */
+  async takeOver(owner: string, leaseMs: number, limit = 10): Promise<string[]> {
+    const rows = await this.#q<{ run_id: string }>(
+      "take over expired runs",
+      `UPDATE ${this.#s}.claims c SET owner = $1, expires_at = now() + $2 * interval '1 millisecond'
+       FROM (SELECT run_id FROM ${this.#s}.claims WHERE expires_at <= now()
+             ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED) expired
+       WHERE c.run_id = expired.run_id
+       RETURNING c.run_id`,
+      [owner, leaseMs, limit],
+    );
+    return rows.map((r) => r.run_id);
+  }
+}
