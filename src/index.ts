@@ -48,7 +48,7 @@ export {
   reasonOf,
   tagError,
 } from "./core/errors.ts";
-export type { Failure, FailureKind } from "./core/failure.ts";
+export { type Failure, type FailureKind, isUpstreamKind } from "./core/failure.ts";
 export { type HeaderBag, readHeader } from "./core/headers.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export {

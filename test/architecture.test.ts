@@ -35,6 +35,7 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   tools: (t) => ["core", "run", "policy"].includes(folder(t)),
   providers: (t) => t === "index.ts",
   otel: (t) => t === "index.ts",
+  redis: (t) => t === "index.ts",
   testing: (t) => ENTRIES.has(t),
   storm: (t) => ENTRIES.has(t),
   cli: (t) => ENTRIES.has(t),

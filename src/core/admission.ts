@@ -101,7 +101,7 @@ export class AdaptiveAdmission implements Admission {
     if (failure?.retryAfterMs !== undefined) return true;
     const r = this.#random();
     if ((r >= 0 && r < 1 ? r : 0) >= this.rejectProbability) return true;
-    return this.#takeFloor();
+    return this.takeFloor();
   }
 
   onSuccess(at?: number): void {
@@ -113,7 +113,9 @@ export class AdaptiveAdmission implements Admission {
     this.#record(!KINDS[failure.kind].upstream, at);
   }
 
-  #takeFloor(): boolean {
+  /** Takes one retry from the floor (`burst`, refilled at `minRetriesPerSecond`), whatever
+   * the ratio; false when it is empty. */
+  takeFloor(): boolean {
     const now = this.#clock.now();
     const rate = this.minRetriesPerSecond;
     if (this.#floorAt !== Number.NEGATIVE_INFINITY)

@@ -60,6 +60,10 @@ export const KINDS: Readonly<Record<FailureKind, KindFacts>> = {
 export const FAILURE_KINDS = Object.keys(KINDS) as readonly FailureKind[];
 
 /** The kinds that judge an answer the provider gave, not the request (rule 11). */
+/** Whether a failure of this kind says the upstream itself is unhealthy (what breakers and
+ * admissions count). */
+export const isUpstreamKind = (kind: FailureKind): boolean => KINDS[kind]?.upstream === true;
+
 export const isOutputKind = (kind: FailureKind): boolean =>
   kind === "truncated" || kind === "invalid_output";
 

@@ -31,7 +31,7 @@ async function node22(): Promise<string> {
 const ESM = `
 import * as main from "breakwater";
 import { startFaultServer } from "breakwater/testing";
-for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres"])
+for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres", "redis"])
   await import("breakwater/" + sub);
 const server = await startFaultServer({ script: { rules: [{ requests: [1, 1], status: 503 }] } });
 const p = main.policy({ maxAttempts: 3, backoff: { baseMs: 10, capMs: 20 } });

@@ -1,0 +1,121 @@
+import {
+  AdaptiveAdmission,
+  type AdaptiveAdmissionOptions,
+  type Admission,
+  type Failure,
+  isUpstreamKind,
+} from "../index.ts";
+import { type Fleet, type Member, Script } from "./state.ts";
+
+const SLOTS = 10;
+
+/** Adds this process's attempts and accepts to the current slot (the server's clock) and
+ * returns the fleet's totals over the window. */
+const COUNT = new Script(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local width = tonumber(ARGV[1])
+local slot = math.floor(now / width)
+local key = KEYS[1] .. ':' .. slot
+if tonumber(ARGV[2]) > 0 then
+  redis.call('HINCRBY', key, 'a', ARGV[2])
+  redis.call('HINCRBY', key, 'c', ARGV[3])
+  redis.call('PEXPIRE', key, width * ${SLOTS + 1})
+end
+local a, c = 0, 0
+for i = 0, ${SLOTS - 1} do
+  local v = redis.call('HMGET', KEYS[1] .. ':' .. (slot - i), 'a', 'c')
+  a = a + (tonumber(v[1]) or 0)
+  c = c + (tonumber(v[2]) or 0)
+end
+return {a, c}`);
+
+/**
+ * Overload-aware admission over the whole fleet (docs/architecture.md, rule 18): the
+ * adaptive throttle of `AdaptiveAdmission`, fed by every process's attempts and accepts
+ * (counted in Redis per time slot), so a process that has sent nothing yet already knows
+ * the upstream is saturated. A decision reads the fleet's totals as of the last sync plus
+ * this process's own since: no round trip. While Redis is unreachable, the process's own
+ * AdaptiveAdmission (fed all along) decides.
+ */
+export class SharedAdaptiveAdmission implements Admission, Member {
+  readonly #fleet: Fleet;
+  readonly #key: string;
+  readonly #local: AdaptiveAdmission;
+  readonly #random: () => number;
+  #attempts = 0;
+  #accepts = 0;
+  #fleetAttempts = 0;
+  #fleetAccepts = 0;
+  #pending: Promise<void> | undefined;
+
+  constructor(
+    fleet: Fleet,
+    upstream: string,
+    options: Omit<AdaptiveAdmissionOptions, "clock"> = {},
+  ) {
+    this.#local = new AdaptiveAdmission(options);
+    this.#random = options.random ?? Math.random;
+    this.#fleet = fleet;
+    this.#key = fleet.key(upstream, "admission");
+    fleet.join(this);
+  }
+
+  /** The probability a retry asked for now is refused, from the fleet's counts. */
+  get rejectProbability(): number {
+    if (!this.#fleet.healthy) return this.#local.rejectProbability;
+    const a = this.#fleetAttempts + this.#attempts;
+    const c = this.#fleetAccepts + this.#accepts;
+    return Math.max(0, (a - this.#local.k * c) / (a + 1));
+  }
+
+  tryAcquire(failure?: Failure): boolean {
+    if (!this.#fleet.healthy) return this.#local.tryAcquire(failure);
+    if (failure?.retryAfterMs !== undefined) return true;
+    if (this.#random() >= this.rejectProbability) return true;
+    return this.#local.takeFloor();
+  }
+
+  onSuccess(at?: number): void {
+    this.#attempts++;
+    this.#accepts++;
+    this.#local.onSuccess(at);
+  }
+
+  onFailure(failure: Failure, at?: number): void {
+    if (failure.kind === "cancelled") return;
+    this.#attempts++;
+    if (!isUpstreamKind(failure.kind)) this.#accepts++;
+    this.#local.onFailure(failure, at);
+  }
+
+  /** Sends what this process counted since the last sync and reads the fleet's state
+   * (one Lua script; the fleet's loop calls it). */
+  sync(): Promise<void> {
+    this.#pending ??= this.#sync().finally(() => {
+      this.#pending = undefined;
+    });
+    return this.#pending;
+  }
+
+  async #sync(): Promise<void> {
+    const attempts = this.#attempts;
+    const accepts = this.#accepts;
+    this.#attempts = 0;
+    this.#accepts = 0;
+    const width = Math.max(1, Math.round(this.#local.windowMs / SLOTS));
+    try {
+      const [a, c] = (await COUNT.run(
+        this.#fleet.client,
+        [this.#key],
+        [width, attempts, accepts],
+      )) as [number, number];
+      this.#fleetAttempts = Number(a);
+      this.#fleetAccepts = Number(c);
+    } catch (error) {
+      this.#attempts += attempts;
+      this.#accepts += accepts;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,180 @@
+import { ConfigError } from "../index.ts";
+
+/** What breakwater needs of a Redis client: one command at a time (node-redis's
+ * `sendCommand`; wrap ioredis as `{ sendCommand: (a) => redis.call(a[0], ...a.slice(1)) }`). */
+export interface RedisLike {
+  /** Sends one command (["EVALSHA", sha, ...]) and resolves with its reply. */
+  sendCommand(args: string[]): Promise<unknown>;
+}
+
+/** Options of a `fleet`. */
+export interface FleetOptions {
+  /** A connected client. Create it with `disableOfflineQueue: true` so commands fail at
+   * once while it is disconnected (they time out otherwise). */
+  client: RedisLike;
+  /** Prefix of every key. @default "breakwater" */
+  prefix?: string;
+  /** How often each process syncs its shared state (the staleness bound). @default 100 */
+  syncMs?: number;
+  /** A sync slower than this has failed. @default 250 */
+  timeoutMs?: number;
+  /** With no good sync for this long (or after a failed one), decisions are local until
+   * Redis answers again. @default 1000 */
+  staleAfterMs?: number;
+}
+
+/** One piece of shared state: syncs its local changes and reads the fleet's. */
+export interface Member {
+  sync(): Promise<void>;
+}
+
+const int = (owner: string, name: string, v: unknown, fallback: number, min: number) => {
+  if (v === undefined) return fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min)
+    throw new ConfigError(owner, name, v, `an integer >= ${min}`);
+  return v;
+};
+
+/** A Lua script run by its SHA, loaded on first use (and again after a Redis restart). */
+export class Script {
+  readonly #src: string;
+  #sha: string | undefined;
+  constructor(src: string) {
+    this.#src = src;
+  }
+  async run(client: RedisLike, keys: string[], args: (string | number)[]): Promise<unknown> {
+    const tail = [String(keys.length), ...keys, ...args.map(String)];
+    if (this.#sha !== undefined) {
+      try {
+        return await client.sendCommand(["EVALSHA", this.#sha, ...tail]);
+      } catch (error) {
+        if (!String((error as Error)?.message).includes("NOSCRIPT")) throw error;
+      }
+    }
+    this.#sha = String(await client.sendCommand(["SCRIPT", "LOAD", this.#src]));
+    return client.sendCommand(["EVALSHA", this.#sha, ...tail]);
+  }
+}
+
+/**
+ * The connection every shared piece of state of this process goes through, and its health
+ * (docs/architecture.md, rule 18): one background loop syncs them all every `syncMs`;
+ * decisions never wait on it. With no good sync for `staleAfterMs`, every member decides
+ * on its local state, and rejoins at the first good sync.
+ */
+export class Fleet {
+  readonly client: RedisLike;
+  readonly prefix: string;
+  readonly syncMs: number;
+  readonly timeoutMs: number;
+  readonly staleAfterMs: number;
+  readonly #members = new Set<Member>();
+  #lastOk = Number.NEGATIVE_INFINITY;
+  #lastError: unknown;
+  #lastFailed = false;
+  #running: Promise<void> | undefined;
+  #queued: Promise<void> | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #syncs = 0;
+  #failures = 0;
+
+  constructor(options: FleetOptions) {
+    const owner = "fleet";
+    const client = options?.client;
+    if (typeof (client as RedisLike | undefined)?.sendCommand !== "function")
+      throw new ConfigError(
+        owner,
+        "client",
+        client,
+        "a Redis client with sendCommand (node-redis)",
+      );
+    const prefix = options.prefix ?? "breakwater";
+    if (typeof prefix !== "string" || prefix === "" || /[{}\s]/.test(prefix))
+      throw new ConfigError(owner, "prefix", prefix, "a non-empty string without braces or spaces");
+    this.client = client;
+    this.prefix = prefix;
+    this.syncMs = int(owner, "syncMs", options.syncMs, 100, 1);
+    this.timeoutMs = int(owner, "timeoutMs", options.timeoutMs, 250, 1);
+    this.staleAfterMs = int(owner, "staleAfterMs", options.staleAfterMs, 1000, 1);
+  }
+
+  /** Whether to decide on the fleet's state: the last sync worked, and recently. A failed
+   * sync turns every decision local at once; the next good one brings it back. */
+  get healthy(): boolean {
+    return this.#lastFailed === false && Date.now() - this.#lastOk <= this.staleAfterMs;
+  }
+
+  /** Syncs so far, failed ones, and the last error (what an alert reads). */
+  get stats(): { syncs: number; failures: number; lastError: unknown; healthy: boolean } {
+    return {
+      syncs: this.#syncs,
+      failures: this.#failures,
+      lastError: this.#lastError,
+      healthy: this.healthy,
+    };
+  }
+
+  /** The key of one upstream's piece of state; the upstream in braces keeps every key of
+   * one upstream in one Redis Cluster slot. */
+  key(upstream: string, what: string): string {
+    return `${this.prefix}:{${upstream}}:${what}`;
+  }
+
+  /** Adds a piece of shared state to this process's sync loop (its constructor does). */
+  join(m: Member): void {
+    this.#members.add(m);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => {
+        if (this.#running === undefined) void this.sync();
+      }, this.syncMs);
+      this.#timer.unref?.(); // the fleet never keeps a process alive
+      void this.sync();
+    }
+  }
+
+  /** Syncs every member now, after the sync under way if there is one (so what was
+   * recorded before the call is in it); never rejects. */
+  sync(): Promise<void> {
+    if (this.#queued !== undefined) return this.#queued;
+    const start = () => {
+      this.#queued = undefined;
+      const run = this.#syncAll().finally(() => {
+        if (this.#running === run) this.#running = undefined;
+      });
+      this.#running = run;
+      return run;
+    };
+    if (this.#running === undefined) return start();
+    this.#queued = this.#running.then(start);
+    return this.#queued;
+  }
+
+  async #syncAll(): Promise<void> {
+    this.#syncs++;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)),
+        this.timeoutMs,
+      );
+      timer.unref?.();
+    });
+    try {
+      await Promise.race([Promise.all([...this.#members].map((m) => m.sync())), late]);
+      this.#lastOk = Date.now();
+      this.#lastFailed = false;
+    } catch (error) {
+      this.#lastFailed = true;
+      this.#failures++;
+      this.#lastError = error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Stops syncing (the client is yours to close). */
+  close(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}

@@ -1,0 +1,195 @@
+import { createClient } from "redis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { reasonOf } from "../../src/core/errors.ts";
+import { failure } from "../../src/core/failure.ts";
+import { policy } from "../../src/policy/policy.ts";
+import { type SharedState, sharedState } from "../../src/redis/index.ts";
+import { startRedis, type TestRedis } from "../fixtures/redis.ts";
+import { httpError } from "../helpers.ts";
+
+// A real redis-server on loopback. Each "process" is its own client and its own shared
+// state, as separate processes are: everything they share goes through Redis.
+let redis: TestRedis;
+const open: { close(): void }[] = [];
+const clients: { close(): Promise<unknown> }[] = [];
+let n = 0;
+
+beforeAll(async () => {
+  redis = await startRedis();
+}, 30_000);
+afterEach(async () => {
+  for (const o of open.splice(0)) o.close();
+  for (const c of clients.splice(0)) await c.close().catch(() => {});
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+async function processes(count: number, options: { syncMs?: number; staleAfterMs?: number } = {}) {
+  const prefix = `t${++n}`;
+  const out: SharedState[] = [];
+  for (let i = 0; i < count; i++) {
+    const client = createClient({
+      url: redis.url,
+      disableOfflineQueue: true,
+      socket: { reconnectStrategy: () => 50, connectTimeout: 500 },
+    });
+    client.on("error", () => {});
+    await client.connect();
+    clients.push(client);
+    const s = sharedState({
+      client,
+      prefix,
+      syncMs: options.syncMs ?? 20,
+      timeoutMs: 100,
+      staleAfterMs: options.staleAfterMs ?? 300,
+    });
+    open.push(s);
+    out.push(s);
+  }
+  return out;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a retry budget shared through Redis", () => {
+  it("the fleet spends at most its bucket, wherever the retries come from; successes refill it", async () => {
+    // Syncs only when asked (and when a lease runs out), so the test decides the order.
+    const [a, b] = await processes(2, { syncMs: 60_000, staleAfterMs: 60_000 });
+    const ba = a!.budget("openai", { maxTokens: 10, tokenRatio: 0.1, leaseTokens: 2 });
+    const bb = b!.budget("openai", { maxTokens: 10, tokenRatio: 0.1, leaseTokens: 2 });
+    await Promise.all([a!.fleet.sync(), b!.fleet.sync()]); // before it, each decides alone
+    let granted = 0;
+    for (let i = 0; i < 40; i++) {
+      for (const x of [ba, bb]) if (x.tryAcquire()) granted++;
+      await Promise.all([a!.fleet.sync(), b!.fleet.sync()]);
+    }
+    expect(granted).toBe(10); // one bucket for the fleet, not 10 per process
+    for (let i = 0; i < 100; i++) bb.onSuccess(); // b's successes earn 10 tokens
+    await b!.fleet.sync();
+    await a!.fleet.sync();
+    let again = 0;
+    for (let i = 0; i < 30; i++) {
+      if (ba.tryAcquire()) again++;
+      await a!.fleet.sync();
+    }
+    expect(again + bb.leaseTokens).toBe(10); // b took its lease of the refill when it synced
+  });
+});
+
+describe("adaptive admission shared through Redis", () => {
+  it("a process that sent nothing knows the upstream is saturated", async () => {
+    const [a, b] = await processes(2);
+    const aa = a!.admission("anthropic", { random: () => 0.5 });
+    const ab = b!.admission("anthropic", { random: () => 0.5, burst: 0 });
+    for (let i = 0; i < 200; i++) aa.onFailure(failure("overloaded"));
+    await a!.fleet.sync();
+    await b!.fleet.sync();
+    expect(ab.rejectProbability).toBeGreaterThan(0.99);
+    expect(ab.tryAcquire(failure("overloaded"))).toBe(false);
+  });
+});
+
+describe("a breaker shared through Redis", () => {
+  it("the first process to open it opens it for all, within one sync", async () => {
+    const [a, b] = await processes(2, { syncMs: 25 });
+    const ka = a!.breaker("gemini", { consecutiveFailures: 3, openMs: 2000 });
+    const kb = b!.breaker("gemini", { consecutiveFailures: 3, openMs: 2000 });
+    await sleep(60);
+    expect(kb.tryAcquire()).toBe(true);
+    kb.onSuccess();
+    for (let i = 0; i < 3; i++) {
+      ka.tryAcquire();
+      ka.onFailure();
+    }
+    const t0 = Date.now();
+    while (kb.state !== "open" && Date.now() - t0 < 2000) await sleep(5);
+    const fleetWideMs = Date.now() - t0;
+    expect(kb.state).toBe("open");
+    expect(kb.tryAcquire()).toBe(false);
+    expect(fleetWideMs).toBeLessThan(500); // one sync (25 ms) with room for a busy machine
+  });
+});
+
+describe("when Redis fails", () => {
+  it("killed mid-run: calls go on with local decisions, nothing throws from Redis; it rejoins when back", async () => {
+    const [a] = await processes(1, { syncMs: 20, staleAfterMs: 200 });
+    const p = policy({
+      maxAttempts: 3,
+      backoff: { baseMs: 1, capMs: 2 },
+      budget: a!.budget("svc", { maxTokens: 50, leaseTokens: 5 }),
+      breaker: a!.breaker("svc", { consecutiveFailures: 1000 }),
+    });
+    let attempts = 0;
+    const flaky = () => {
+      attempts++;
+      if (attempts % 3 === 1) throw httpError(503);
+      return "ok";
+    };
+    const outcomes: string[] = [];
+    const loop = (async () => {
+      for (let i = 0; i < 150; i++) {
+        outcomes.push(
+          await p.execute(flaky).then(
+            () => "ok",
+            (e) => `${reasonOf(e)}: ${(e as Error).message}`,
+          ),
+        );
+        await sleep(4);
+      }
+    })();
+    await sleep(100);
+    expect(a!.fleet.healthy).toBe(true);
+    const killedAt = Date.now();
+    await redis.kill();
+    while (a!.fleet.healthy && Date.now() - killedAt < 3000) await sleep(5);
+    const toLocalMs = Date.now() - killedAt;
+    expect(a!.fleet.healthy).toBe(false);
+    expect(toLocalMs).toBeLessThan(1000); // staleAfterMs 200 + a sync
+    await sleep(100);
+    await redis.restart();
+    const back = Date.now();
+    while (!a!.fleet.healthy && Date.now() - back < 5000) await sleep(10);
+    expect(a!.fleet.healthy).toBe(true);
+    await loop;
+    // Every call ended with the policy's own outcome (a retried 503, a retry the budget
+    // refused while a lease ran dry), never with an error from Redis.
+    const other = outcomes.filter(
+      (o) =>
+        o !== "ok" && !o.startsWith("attempts-exhausted: HTTP 503") && !o.startsWith("budget:"),
+    );
+    expect(other).toEqual([]);
+    expect(outcomes.filter((o) => o === "ok").length).toBeGreaterThan(135);
+    expect(a!.fleet.stats.failures).toBeGreaterThan(0);
+  }, 30_000);
+
+  it("slow: a stalled Redis never holds a decision; the process goes local, then rejoins", async () => {
+    const [a] = await processes(1, { syncMs: 20, staleAfterMs: 150 });
+    const budget = a!.budget("slow", { maxTokens: 10 });
+    await sleep(60);
+    const staller = createClient({ url: redis.url });
+    staller.on("error", () => {});
+    await staller.connect();
+    await staller.sendCommand(["CLIENT", "PAUSE", "600", "ALL"]);
+    await sleep(250);
+    expect(a!.fleet.healthy).toBe(false);
+    const t0 = performance.now();
+    for (let i = 0; i < 1000; i++) budget.tryAcquire();
+    expect(performance.now() - t0).toBeLessThan(100); // local decisions, no round trip
+    await staller.close();
+    const t1 = Date.now();
+    while (!a!.fleet.healthy && Date.now() - t1 < 3000) await sleep(10);
+    expect(a!.fleet.healthy).toBe(true);
+  }, 20_000);
+
+  it("names bad options", async () => {
+    const [a] = await processes(1);
+    expect(() => sharedState({ client: {} as never })).toThrow(/fleet: option "client"/);
+    expect(() => sharedState({ client: { sendCommand: async () => 0 }, syncMs: 0 })).toThrow(
+      /syncMs/,
+    );
+    expect(() => a!.budget("x{y}")).toThrow(/upstream/);
+    expect(() => a!.budget("x", { leaseTokens: 0 })).toThrow(/leaseTokens/);
+    expect(() => a!.budget("x", { maxTokens: 0 })).toThrow(/maxTokens/);
+  });
+});
