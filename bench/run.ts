@@ -1,6 +1,7 @@
 import { benchAdapter } from "./adapter.bench.ts";
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
+import { benchRedis } from "./redis.bench.ts";
 import { benchSoak } from "./soak.bench.ts";
 import { benchStorm } from "./storm.bench.ts";
 import { benchStream } from "./stream.bench.ts";
@@ -13,6 +14,7 @@ const benches: Record<string, () => Promise<void>> = {
   adapter: benchAdapter,
   storm: benchStorm,
   soak: benchSoak,
+  redis: benchRedis,
 };
 if (only !== undefined && !Object.hasOwn(benches, only)) {
   console.error(
