@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { startRedis, type TestRedis } from "../fixtures/redis.ts";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -62,6 +63,7 @@ function typeErrors(): Map<string, string[]> {
 
 describe("every TypeScript block in the README compiles and runs", () => {
   let server: FaultServer;
+  let redis: TestRedis;
   let errors: Map<string, string[]>;
   beforeAll(async () => {
     rmSync(DIR, { recursive: true, force: true });
@@ -69,9 +71,11 @@ describe("every TypeScript block in the README compiles and runs", () => {
     for (const b of BLOCKS) writeFileSync(b.file, `${b.code}\nexport {};\n`);
     errors = typeErrors();
     server = await startFaultServer();
+    redis = await startRedis();
   });
   afterAll(async () => {
     await server?.close();
+    await redis?.stop();
   });
 
   it("there are blocks to check", () => {
@@ -94,6 +98,7 @@ describe("every TypeScript block in the README compiles and runs", () => {
         GOOGLE_GEMINI_BASE_URL: server.url,
         GEMINI_API_KEY: "doc-test",
         PAYMENTS_URL: `${server.url}/tools`,
+        REDIS_URL: redis.url,
         NODE_NO_WARNINGS: "1",
       };
       const r = await run(process.execPath, ["--conditions=breakwater-source", block.file], {
