@@ -1,4 +1,4 @@
-import { ConfigError } from "../index.ts";
+import { backgroundClock, type Clock, ConfigError } from "../index.ts";
 
 /** What breakwater needs of a Redis client: one command at a time (node-redis's
  * `sendCommand`; wrap ioredis as `{ sendCommand: (a) => redis.call(a[0], ...a.slice(1)) }`). */
@@ -21,6 +21,9 @@ export interface FleetOptions {
   /** With no good sync for this long (or after a failed one), decisions are local until
    * Redis answers again. @default 1000 */
   staleAfterMs?: number;
+  /** Times the syncs and the staleness. @default backgroundClock (its timers never keep a
+   * process alive) */
+  clock?: Clock;
 }
 
 /** One piece of shared state: syncs its local changes and reads the fleet's. */
@@ -68,13 +71,14 @@ export class Fleet {
   readonly syncMs: number;
   readonly timeoutMs: number;
   readonly staleAfterMs: number;
+  readonly clock: Clock;
   readonly #members = new Set<Member>();
   #lastOk = Number.NEGATIVE_INFINITY;
   #lastError: unknown;
   #lastFailed = false;
   #running: Promise<void> | undefined;
   #queued: Promise<void> | undefined;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  #loop: (() => void) | undefined;
   #syncs = 0;
   #failures = 0;
 
@@ -96,12 +100,16 @@ export class Fleet {
     this.syncMs = int(owner, "syncMs", options.syncMs, 100, 1);
     this.timeoutMs = int(owner, "timeoutMs", options.timeoutMs, 250, 1);
     this.staleAfterMs = int(owner, "staleAfterMs", options.staleAfterMs, 1000, 1);
+    const clock = options.clock ?? backgroundClock;
+    if (typeof clock?.now !== "function" || typeof clock?.schedule !== "function")
+      throw new ConfigError(owner, "clock", clock, "a Clock (now, schedule)");
+    this.clock = clock;
   }
 
   /** Whether to decide on the fleet's state: the last sync worked, and recently. A failed
    * sync turns every decision local at once; the next good one brings it back. */
   get healthy(): boolean {
-    return this.#lastFailed === false && Date.now() - this.#lastOk <= this.staleAfterMs;
+    return this.#lastFailed === false && this.clock.now() - this.#lastOk <= this.staleAfterMs;
   }
 
   /** Syncs so far, failed ones, and the last error (what an alert reads). */
@@ -123,13 +131,18 @@ export class Fleet {
   /** Adds a piece of shared state to this process's sync loop (its constructor does). */
   join(m: Member): void {
     this.#members.add(m);
-    if (this.#timer === undefined) {
-      this.#timer = setInterval(() => {
-        if (this.#running === undefined) void this.sync();
-      }, this.syncMs);
-      this.#timer.unref?.(); // the fleet never keeps a process alive
+    if (this.#loop === undefined) {
+      this.#arm();
       void this.sync();
     }
+  }
+
+  #arm(): void {
+    this.#loop = this.clock.schedule(this.syncMs, () => {
+      if (this.#loop === undefined) return; // closed
+      if (this.#running === undefined) void this.sync();
+      this.#arm();
+    });
   }
 
   /** Syncs every member now, after the sync under way if there is one (so what was
@@ -151,30 +164,28 @@ export class Fleet {
 
   async #syncAll(): Promise<void> {
     this.#syncs++;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancel: (() => void) | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)),
-        this.timeoutMs,
+      cancel = this.clock.schedule(this.timeoutMs, () =>
+        reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)),
       );
-      timer.unref?.();
     });
     try {
       await Promise.race([Promise.all([...this.#members].map((m) => m.sync())), late]);
-      this.#lastOk = Date.now();
+      this.#lastOk = this.clock.now();
       this.#lastFailed = false;
     } catch (error) {
       this.#lastFailed = true;
       this.#failures++;
       this.#lastError = error;
     } finally {
-      clearTimeout(timer);
+      cancel?.();
     }
   }
 
   /** Stops syncing (the client is yours to close). */
   close(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#loop?.();
+    this.#loop = undefined;
   }
 }

@@ -111,6 +111,27 @@ describe("a breaker shared through Redis", () => {
   });
 });
 
+describe("a breaker shared through Redis, by the fleet's counts", () => {
+  it("opens for all once the fleet's failures cross the ratio, before any process sees enough alone", async () => {
+    const ps = await processes(5, { syncMs: 25 });
+    // Each needs 20 outcomes of its own to judge; the fleet has them after 4 each.
+    const ks = ps.map((p) =>
+      p.breaker("fleetwide", { minimumThroughput: 20, failureRatio: 0.5, openMs: 2000 }),
+    );
+    for (const k of ks) {
+      for (let i = 0; i < 4; i++) {
+        k.tryAcquire();
+        k.onFailure();
+      }
+      expect(k.state).toBe("closed"); // 4 failures: too few to judge alone
+    }
+    const t0 = Date.now();
+    while (ks.some((k) => k.state !== "open") && Date.now() - t0 < 2000) await sleep(5);
+    expect(ks.map((k) => k.state)).toEqual(["open", "open", "open", "open", "open"]);
+    expect(Date.now() - t0).toBeLessThan(500);
+  });
+});
+
 describe("when Redis fails", () => {
   it("killed mid-run: calls go on with local decisions, nothing throws from Redis; it rejoins when back", async () => {
     const [a] = await processes(1, { syncMs: 20, staleAfterMs: 200 });
