@@ -1,6 +1,7 @@
 import { benchAdapter } from "./adapter.bench.ts";
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
+import { benchFleet } from "./fleet.bench.ts";
 import { benchRedis } from "./redis.bench.ts";
 import { benchSoak } from "./soak.bench.ts";
 import { benchStorm } from "./storm.bench.ts";
@@ -15,6 +16,7 @@ const benches: Record<string, () => Promise<void>> = {
   storm: benchStorm,
   soak: benchSoak,
   redis: benchRedis,
+  fleet: benchFleet,
 };
 if (only !== undefined && !Object.hasOwn(benches, only)) {
   console.error(
