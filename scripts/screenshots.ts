@@ -8,7 +8,7 @@ import { chromium } from "playwright-core";
 import { htmlReport, runStorm } from "../src/storm/index.ts";
 
 const seed = Number(process.argv[2] ?? 1);
-const scenarios = ["outage-503", "metastable"];
+const scenarios = ["outage-503", "metastable", "fan-out"];
 const report = await runStorm({ seed, scenarios });
 const file = "artifacts/screenshots.html";
 await writeFile(file, htmlReport(report));
