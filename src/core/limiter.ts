@@ -42,7 +42,8 @@ export interface AcquireOptions {
 
 /** A call's claim on the limiter. */
 export interface Permit {
-  /** The call ended: what it reserved and did not spend goes back. */
+  /** The call ended: what it reserved and did not spend goes back. Only the first
+   * `settle` or `cancel` counts; later ones are ignored. */
   settle(actual?: Partial<Usage>): void;
   /** The call was never sent: everything goes back, the request too. */
   cancel(): void;
@@ -61,8 +62,8 @@ export interface Limiter {
   acquire(cost: Cost, options?: AcquireOptions): Promise<Permit>;
   /** A response's rate-limit headers (errors too). */
   observeHeaders(headers: unknown, wallNow?: number): void;
-  /** Nobody is sent before `untilMs` (a 429's Retry-After). */
-  hold(untilMs: number): void;
+  /** Nobody is sent for the next `ms` (a 429's Retry-After), on the limiter's own clock. */
+  hold(ms: number): void;
   /** The share left of the tightest limit, 0 to 1. */
   headroom(): number;
 }
@@ -93,6 +94,9 @@ class Bucket {
   level: number;
   perMs: number;
   at: number;
+  /** Times the server corrected it: a permit taken before the last correction gets no
+   * refund, since the server's count already says what is left. */
+  corrections = 0;
 
   constructor(capacity: number, windowMs: number, now: number) {
     this.capacity = capacity;
@@ -130,6 +134,7 @@ class Bucket {
   /** What the server says: never more left than it counts; its limit and refill pace. */
   correct(s: LimitState, now: number): void {
     this.refill(now);
+    this.corrections++;
     if (s.limit !== undefined && s.limit > 0) this.capacity = s.limit;
     if (s.remaining !== undefined) this.level = Math.min(this.level, s.remaining);
     this.level = Math.min(this.level, this.capacity);
@@ -208,6 +213,8 @@ export class RateLimiter implements Limiter {
   readonly #queue: Waiter[] = [];
   readonly #groups = new Map<object, number>();
   #inFlight = 0;
+  /** Calls in flight with no run: their load, for fairness against run trees. */
+  #ungrouped = 0;
   #seq = 0;
   #holdUntil = Number.NEGATIVE_INFINITY;
   /** No bucket and no hold yet: everything goes. */
@@ -262,16 +269,25 @@ export class RateLimiter implements Limiter {
   #take(cost: Cost, group: object | undefined): Permit {
     const bs = this.#buckets;
     const took = [0, 0, 0, 0];
-    for (let k = 0; k < 4; k++) took[k] = bs[k]?.take(need(cost, k)) ?? 0;
+    const seen = [0, 0, 0, 0];
+    for (let k = 0; k < 4; k++) {
+      took[k] = bs[k]?.take(need(cost, k)) ?? 0;
+      seen[k] = bs[k]?.corrections ?? 0;
+    }
     this.#inFlight++;
-    if (group !== undefined) this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
+    if (group === undefined) this.#ungrouped++;
+    else this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
     let done = false;
     const end = (actual: Partial<Usage> | undefined, cancelled: boolean) => {
       if (done) return;
       done = true;
       this.#release(group);
-      for (let k = cancelled ? 0 : 1; k < 4; k++)
-        bs[k]?.give(cancelled ? took[k]! : took[k]! - spentOf(cost, actual, k));
+      for (let k = cancelled ? 0 : 1; k < 4; k++) {
+        const b = bs[k];
+        // Since the server last spoke, its count rules (it never had this refund).
+        if (b === undefined || b.corrections !== seen[k]) continue;
+        b.give(cancelled ? took[k]! : took[k]! - spentOf(cost, actual, k));
+      }
       this.#pump();
     };
     return {
@@ -285,7 +301,10 @@ export class RateLimiter implements Limiter {
 
   #release(group: object | undefined): void {
     this.#inFlight--;
-    if (group === undefined) return;
+    if (group === undefined) {
+      this.#ungrouped--;
+      return;
+    }
     const left = this.#groups.get(group)! - 1;
     if (left === 0) this.#groups.delete(group);
     else this.#groups.set(group, left);
@@ -354,7 +373,7 @@ export class RateLimiter implements Limiter {
     let bestLoad = 0;
     for (const w of this.#queue) {
       if (!this.#hasSlot(w.group)) continue;
-      const load = w.group === undefined ? 0 : (this.#groups.get(w.group) ?? 0);
+      const load = w.group === undefined ? this.#ungrouped : (this.#groups.get(w.group) ?? 0);
       if (
         best === undefined ||
         w.priority > best.priority ||
@@ -368,9 +387,9 @@ export class RateLimiter implements Limiter {
     return best;
   }
 
-  /** Refuses the waiters that can no longer make their deadline. A waiter's (now + wait)
-   * grows only when something takes or the server says less is left, and both pump: no
-   * timer is needed to find them. */
+  /** Refuses the waiters that can no longer make their deadline: those the buckets would
+   * hold past it (which changes only when something takes or the server says less is
+   * left, and both pump) and those whose deadline has passed (the pump wakes for it). */
   #dropLate(now: number): void {
     for (const w of [...this.#queue]) {
       const wait = this.#waitFor(w.cost, now);
@@ -401,6 +420,9 @@ export class RateLimiter implements Limiter {
       this.#remove(w);
       w.grant(this.#take(w.cost, w.group));
     }
+    // Wake for the next grant, or for the first deadline to pass (a waiter held by a slot
+    // or by what is ahead of it is refused then, not when a slot frees).
+    for (const w of this.#queue) wake = Math.min(wake, w.deadlineAt - now + 1);
     if (this.#queue.length > 0 && Number.isFinite(wake))
       this.#timer = this.#clock.schedule(Math.max(1, Math.ceil(wake)), () => this.#pump());
   }
@@ -439,8 +461,9 @@ export class RateLimiter implements Limiter {
     this.observe(moved);
   }
 
-  /** The upstream said to wait (a 429 with Retry-After): nobody is sent before `untilMs`. */
-  hold(untilMs: number): void {
+  /** The upstream said to wait (a 429 with Retry-After): nobody is sent for `ms`. */
+  hold(ms: number): void {
+    const untilMs = this.#clock.now() + ms;
     if (!(untilMs > this.#holdUntil)) return;
     this.#holdUntil = untilMs;
     this.#blank = false;

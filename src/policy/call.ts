@@ -198,7 +198,7 @@ export class Call {
    * is no limiter or room now; else a wait, cancellable and within the deadline, that
    * gives up with `rate-limit-wait` when the deadline cannot be met.
    */
-  gate(): Promise<void> | undefined {
+  gate(leaving?: () => AbortSignal): Promise<void> | undefined {
     const limiter = this.#o.limiter;
     if (limiter === undefined) return undefined;
     const o = this.#options;
@@ -210,19 +210,33 @@ export class Call {
     if (this.#permit !== undefined) return undefined;
     this.#startNow = undefined; // the attempt starts after the wait
     const priority = o?.priority ?? o?.run?.priority ?? 0;
-    const wait = { deadlineAt: this.deadline.at, signal: this.#signal, priority, group };
+    // The caller's abort, and (a stream) the consumer leaving, both end the wait.
+    const left = leaving?.();
+    const signal =
+      left === undefined
+        ? this.#signal
+        : this.#signal === undefined
+          ? left
+          : AbortSignal.any([this.#signal, left]);
+    const wait = { deadlineAt: this.deadline.at, signal, priority, group };
     return Promise.resolve()
       .then(() => limiter.acquire(cost, wait))
       .then(
         (p) => void (this.#permit = p),
-        (e: unknown) => this.#refused(e),
+        (e: unknown) => this.#refused(e, left),
       );
+  }
+
+  /** The rate limiter's permit for the attempt about to start or in flight. */
+  get permit(): Permit | undefined {
+    return this.#permit;
   }
 
   /** The limiter would not grant a permit: the caller left, or the wait is too long
    * (`rate-limit-wait`); a limiter that failed otherwise lets the call go. */
-  #refused(e: unknown): void {
+  #refused(e: unknown, left?: AbortSignal): void {
     if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
+    if (left?.aborted) this.#giveUp("cancelled", left.reason, CANCELLED);
     if (!isA(e, RateLimitWaitError)) {
       reportHookError(this, "limiter.acquire", e);
       return;
@@ -441,8 +455,8 @@ export class Call {
     this.#endPermit("settle", usage ?? {});
     const limiter = this.#o.limiter;
     if (limiter !== undefined && f.kind === "rate_limited" && f.retryAfterMs !== undefined) {
-      const until = this.#o.clock.now() + f.retryAfterMs;
-      runHook(this, "limiter.hold", () => limiter.hold(until), undefined);
+      const ms = f.retryAfterMs;
+      runHook(this, "limiter.hold", () => limiter.hold(ms), undefined);
     }
   }
 

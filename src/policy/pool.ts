@@ -146,11 +146,18 @@ class DeploymentPool<T, C> {
    * deployment down once it has failed more than allowed. */
   failed(i: number, error: unknown): void {
     const h = this.#health[i]!;
-    if (++h.fails <= this.#o.allowedFails) return;
     const o = this.#o;
     const hint = failureOf(error)?.retryAfterMs ?? (error as BreakwaterError)?.retryAfterMs ?? 0;
+    const now = this.#clock.now();
+    // Calls that were in flight when it went down fail together: one cooldown, not a
+    // streak of them (a Retry-After may still lengthen it).
+    if (h.until > now) {
+      h.until = Math.max(h.until, now + Math.min(o.maxCooldownMs, hint));
+      return;
+    }
+    if (++h.fails <= o.allowedFails) return;
     const own = Math.min(o.maxCooldownMs, o.cooldownMs * 2 ** h.streak);
-    h.until = this.#clock.now() + Math.min(o.maxCooldownMs, Math.max(hint, own));
+    h.until = now + Math.min(o.maxCooldownMs, Math.max(hint, own));
     h.streak++;
     h.fails = 0;
   }

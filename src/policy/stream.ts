@@ -2,6 +2,7 @@ import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
+import type { Permit } from "../core/limiter.ts";
 import { checkOutput } from "../core/output.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
@@ -33,10 +34,12 @@ export interface StreamOutcome {
 const noop = () => {};
 
 /** What an attempt holds that must be let go if its stream is collected unread: the
- * source (an open HTTP response) and the breaker's grant. Never the stream itself. */
+ * source (an open HTTP response), the breaker's grant and the rate limiter's permit.
+ * Never the stream itself. */
 interface Grip {
   source: AsyncIterator<unknown> | undefined;
   lease: BreakerLease | undefined;
+  permit: Permit | undefined;
 }
 
 /** A stream its consumer dropped mid-answer, with no timer left to cut it: closing the
@@ -45,6 +48,11 @@ const abandoned = new FinalizationRegistry<Grip>((grip) => {
   closeIterator(grip.source);
   const error = grip.lease?.release("onNeutral");
   if (error !== undefined) reportHookError(undefined, "breaker.onNeutral", error);
+  try {
+    grip.permit?.settle(); // kept whole: what the attempt spent is not known
+  } catch (e) {
+    reportHookError(undefined, "limiter.settle", e);
+  }
 });
 
 /** What the slow path must do after a read: pull again, or handle a failure. */
@@ -81,7 +89,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   readonly #o: ResolvedOptions;
   readonly #open: OpenStream<C>;
   readonly #s: ResolvedStream<C>;
-  readonly #grip: Grip = { source: undefined, lease: undefined };
+  readonly #grip: Grip = { source: undefined, lease: undefined, permit: undefined };
+  /** Aborted when the consumer leaves: ends a wait for the rate limiter at once. */
+  #leaving: AbortController | undefined;
   #resolve!: (o: StreamOutcome) => void;
   #reject!: (e: unknown) => void;
 
@@ -329,12 +339,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   async #startAttempt(): Promise<void> {
-    const gate = this.#call.gate();
+    const gate = this.#call.gate(() => (this.#leaving ??= new AbortController()).signal);
     if (gate !== undefined) {
       await gate;
       // The consumer left during the wait: nothing was sent, the permit goes back.
       if (this.#finished) return this.#call.abandon(false);
     }
+    this.#grip.permit = this.#call.permit;
     const scope = this.#call.begin(true);
     this.#scope = scope;
     this.#grip.lease = this.#call.lease;
@@ -482,6 +493,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #finish(error: unknown, stopped = false) {
     if (this.#finished) return;
     this.#finished = true;
+    this.#leaving?.abort();
     this.#call.abandon(); // what an attempt still open holds; a no-op once it ended
     closeIterator(this.#source);
     this.#source = undefined;

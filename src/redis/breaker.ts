@@ -129,7 +129,7 @@ export class SharedBreaker implements Breaker, Member {
           failures,
           o.minimumThroughput,
           Math.round(o.failureRatio * 1000),
-          o.openMs,
+          Math.max(1, Math.ceil(o.openMs)),
           localOpen,
         ]),
       );

@@ -10,13 +10,13 @@ export interface SharedRetryBudgetOptions extends RetryBudgetOptions {
 
 const MILLI = 1000;
 
-/** Deposits what the process earned, takes back its unused lease, and grants a new one:
- * one atomic step on the fleet's bucket (in thousandths of a token). */
+/** Deposits what the process earned and tops its lease up: one atomic step on the
+ * fleet's bucket (in thousandths of a token). */
 const LEASE = new Script(`
 local max = tonumber(ARGV[1])
 local level = tonumber(redis.call('GET', KEYS[1]) or max)
-level = math.min(max, level + tonumber(ARGV[2]) + tonumber(ARGV[3]))
-local grant = math.min(tonumber(ARGV[4]), math.floor(level / 1000) * 1000)
+level = math.min(max, level + tonumber(ARGV[2]))
+local grant = math.min(tonumber(ARGV[3]), math.floor(level / 1000) * 1000)
 level = level - grant
 redis.call('SET', KEYS[1], level)
 return {grant, level}`);
@@ -25,9 +25,10 @@ return {grant, level}`);
  * A retry budget shared by every process of a fleet (docs/architecture.md, rule 18): one
  * bucket per upstream in Redis, which each process draws on through a small local lease, so
  * a retry decision is a local subtraction. Every `syncMs` a process deposits what its
- * successes earned, returns what it did not spend, and takes a new lease. The fleet can
- * never spend more than the bucket holds; a process's view of it is at most one sync old.
- * While Redis is unreachable the process decides on its own RetryBudget.
+ * successes earned and tops its lease up to `leaseTokens` (the lease is never taken away
+ * during a sync, so no retry waits on one). The fleet can never spend more than the bucket
+ * holds; a process's view of it is at most one sync old; up to `leaseTokens` per process
+ * sit in leases. While Redis is unreachable the process decides on its own RetryBudget.
  */
 export class SharedRetryBudget implements Admission, Member {
   readonly #fleet: Fleet;
@@ -98,21 +99,20 @@ export class SharedRetryBudget implements Admission, Member {
 
   async #sync(): Promise<void> {
     const deposit = this.#depositMilli;
-    const back = this.#leaseMilli;
     this.#depositMilli = 0;
-    this.#leaseMilli = 0;
+    const want = Math.max(0, this.#wantMilli - this.#leaseMilli);
     try {
       const [grant, level] = (await LEASE.run(
         this.#fleet.client,
         [this.#key],
-        [this.#maxMilli, deposit, back, this.#wantMilli],
+        [this.#maxMilli, deposit, want],
       )) as [number, number];
       this.#leaseMilli += Number(grant);
       this.#fleetMilli = Number(level);
     } catch (error) {
-      // Not applied: keep what would have been handed over for the next sync.
+      // Not known to be applied: the deposit goes with the next sync (a reply lost after
+      // the script ran credits it twice, at most one interval's worth).
       this.#depositMilli += deposit;
-      this.#leaseMilli += back;
       throw error;
     }
   }

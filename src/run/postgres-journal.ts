@@ -14,16 +14,20 @@ interface Row {
   step: string;
   status: "ok" | "failed";
   value: unknown;
+  /** SQL NULL (no value) as opposed to JSON null, which pg reads back as null too. */
+  absent: boolean;
   error: string | null;
   at: number;
 }
+
+const COLUMNS = "run_id, step, status, value, value IS NULL AS absent, error, at";
 
 const toRecord = (r: Row): StepRecord => ({
   runId: r.run_id,
   step: r.step,
   status: r.status,
   at: Number(r.at),
-  ...(r.value !== null && { value: r.value }),
+  ...(!r.absent && { value: r.value }),
   ...(r.error !== null && { error: r.error }),
 });
 
@@ -116,7 +120,7 @@ export class PostgresJournal implements Journal {
   async get(runId: string, step: string): Promise<StepRecord | undefined> {
     const rows = await this.#q<Row>(
       `read step "${step}" of run "${runId}"`,
-      `SELECT * FROM ${this.#s}.steps WHERE run_id = $1 AND step = $2`,
+      `SELECT ${COLUMNS} FROM ${this.#s}.steps WHERE run_id = $1 AND step = $2`,
       [runId, step],
     );
     return rows[0] === undefined ? undefined : toRecord(rows[0]);
@@ -139,7 +143,7 @@ export class PostgresJournal implements Journal {
   async steps(runId: string): Promise<StepRecord[]> {
     const rows = await this.#q<Row>(
       `read the steps of run "${runId}"`,
-      `SELECT * FROM ${this.#s}.steps WHERE run_id = $1 ORDER BY at, seq`,
+      `SELECT ${COLUMNS} FROM ${this.#s}.steps WHERE run_id = $1 ORDER BY at, seq`,
       [runId],
     );
     return rows.map(toRecord);

@@ -42,8 +42,8 @@ export interface RunOptions {
    * name (a restarted pod) takes its runs back at once; another waits out the lease.
    * @default this process (one random id per process) */
   owner?: string;
-  /** How long the journal's lease on this run lasts; renewed at every step, so a step
-   * must finish within it. @default 60000 */
+  /** How long the journal's lease on this run lasts; taken at every step and renewed
+   * while one runs, so a worker that dies lets go of it within this. @default 60000 */
   leaseMs?: number;
 }
 
@@ -177,7 +177,21 @@ export class Run {
       throw new RunClaimedError(this.id);
     const stats = this.#limits.stats;
     const onReplay = () => void stats.stepsReplayed++;
-    return runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
+    // A long step keeps its lease: renewed every third of it while the step runs (wall
+    // time, as leases are; the timer never keeps the process alive).
+    const claim = journal.claim?.bind(journal);
+    const renew =
+      claim &&
+      setInterval(
+        () => void Promise.resolve(claim(this.id, this.#owner, this.#leaseMs)).catch(() => {}),
+        Math.max(10, this.#leaseMs / 3),
+      );
+    renew?.unref?.();
+    try {
+      return await runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
+    } finally {
+      clearInterval(renew);
+    }
   }
 
   /**

@@ -69,6 +69,43 @@ describe("RateLimiter", () => {
     expect(clock.pending).toBe(0);
   });
 
+  it("a waiter held by a slot (not by the buckets) is refused when its deadline passes", async () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ maxConcurrent: 1, clock });
+    l.tryAcquire({}); // held for good
+    const p = l.acquire({}, { deadlineAt: 1000 }).catch((e: unknown) => e);
+    await clock.advance(1000);
+    expect(await settled(p)).toBe("pending");
+    await clock.advance(1);
+    expect(await p).toBeInstanceOf(RateLimitWaitError);
+    expect(l.queued).toBe(0);
+    expect(clock.pending).toBe(0);
+  });
+
+  it("a permit settled after the server spoke gets no refund: the server's count rules", () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ limits: { tokensPerMinute: 10_000 }, clock });
+    const p = l.tryAcquire({ inputTokens: 100, outputTokens: 4000 })!;
+    l.observe({ tokens: { limit: 10_000, remaining: 0 } }); // its own answer's headers
+    p.settle({ inputTokens: 100, outputTokens: 50 });
+    expect(l.snapshot().tokens?.level).toBe(0);
+    expect(l.tryAcquire({ inputTokens: 3000 })).toBeUndefined();
+  });
+
+  it("calls with no run take their turn with run trees, not always first", async () => {
+    const l = new RateLimiter({ maxConcurrent: 2, clock: new VirtualClock() });
+    const run = {};
+    const a = l.tryAcquire({})!; // no run: one in flight
+    l.tryAcquire({}); // and another
+    const order: string[] = [];
+    void l.acquire({}).then(() => order.push("no-run"));
+    void l.acquire({}, { group: run }).then(() => order.push("run"));
+    a.settle();
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(order).toEqual(["run"]); // the run tree had none in flight
+  });
+
   it("a cancelled wait leaves the queue at once with the signal's reason", async () => {
     const clock = new VirtualClock();
     const l = new RateLimiter({ maxConcurrent: 1, clock });

@@ -5,7 +5,10 @@ import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { RateLimiter } from "../../src/core/limiter.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { Run } from "../../src/run/run.ts";
+import { FakeStream } from "../../src/testing/index.ts";
 import { drive, driveError, httpError } from "../helpers.ts";
+
+declare function gc(): void;
 
 const setup = (limits: ConstructorParameters<typeof RateLimiter>[0] = {}) => {
   const clock = new VirtualClock();
@@ -136,6 +139,43 @@ describe("a policy with a rate limiter", () => {
     const r = await drive(clock, read);
     expect(r).toEqual({ ok: true, value: ["a"] });
     expect(opened).toEqual([60_000]);
+    expect(limiter.inFlight).toBe(0);
+  });
+});
+
+describe("streams and the limiter", () => {
+  it("a consumer that leaves during the wait leaves the queue at once", async () => {
+    const { clock, p, limiter } = setup({ maxConcurrent: 1 });
+    const held = limiter.tryAcquire({})!;
+    const s = p.stream(async function* () {
+      yield "a";
+    });
+    const first = s.next();
+    await clock.advance(1);
+    expect(limiter.queued).toBe(1);
+    await s.return();
+    await first.catch(() => {});
+    expect(limiter.queued).toBe(0);
+    held.settle();
+    expect(limiter.inFlight).toBe(0);
+  });
+
+  it("a stream dropped mid-answer without return() gives its permit back when collected", async () => {
+    const clock = new VirtualClock();
+    const limiter = new RateLimiter({ clock, maxConcurrent: 1 });
+    const p = policy({ clock, limiter, budget: false });
+    await (async () => {
+      // A chunk, then a stall for good: no timer is left to cut it.
+      const s = p.stream(
+        () => new FakeStream(clock, [{ chunk: "a", afterMs: 0 }, { stall: true }]),
+      );
+      await drive(clock, s.next());
+    })();
+    expect(limiter.inFlight).toBe(1);
+    for (let i = 0; i < 100 && limiter.inFlight > 0; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 10));
+    }
     expect(limiter.inFlight).toBe(0);
   });
 });

@@ -91,6 +91,29 @@ describe("pool", () => {
     expect(p.cooldowns().a! - at).toBe(5000);
   });
 
+  it("calls in flight that fail together start one cooldown, not a streak", async () => {
+    const clock = new VirtualClock();
+    let release!: () => void;
+    const down = new Promise<void>((r) => (release = r));
+    const deps = ["a", "b"].map((name) => ({
+      name,
+      policy: policy({ clock, maxAttempts: 1, budget: false }),
+      call: async () => {
+        if (name === "a") {
+          await down;
+          throw httpError(503);
+        }
+        return name;
+      },
+    }));
+    const p = pool(deps, { cooldownMs: 5000 });
+    // Five calls: a, b, a, b, a (least recently used): three wait on a.
+    const calls = Array.from({ length: 5 }, () => p.execute());
+    release();
+    await Promise.all(calls);
+    expect(p.cooldowns().a).toBe(5000);
+  });
+
   it("allowedFails: a deployment cools only after more failures than allowed", async () => {
     const { deps, fail, clock } = setup(["a", "b"]);
     const p = pool(deps, { allowedFails: 2 });

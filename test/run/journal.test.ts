@@ -72,6 +72,19 @@ describe.each([
     expect((await journal.get("r", "refund"))?.status).toBe("ok");
   });
 
+  it("a long step keeps its lease while it runs", async () => {
+    const journal = make();
+    const a = new Run({ id: "long", journal, owner: "a", leaseMs: 60 });
+    const b = new Run({ id: "long", journal, owner: "b" });
+    let refused: unknown;
+    await a.step("slow", async () => {
+      await new Promise((r) => setTimeout(r, 250)); // four leases long
+      refused = await b.step("steal", () => 1).catch((e: unknown) => e);
+      return 1;
+    });
+    expect(String(refused)).toMatch(/held by another worker/);
+  });
+
   it("a run's lease keeps a second owner off it until released or expired", async () => {
     const journal = make();
     const a = new Run({ id: "leased", journal, owner: "a" });

@@ -55,6 +55,15 @@ describe("PostgresJournal", () => {
     await journal.put({ runId: "r1", step: "plan", status: "failed", error: "late", at: 9 });
     expect(await journal.get("r1", "plan")).toMatchObject({ status: "ok", value: { s: "plan" } });
     expect((await journal.steps("r1")).map((s) => s.step)).toEqual(["plan", "search", "answer"]);
+    // A step that returned null replays null (JSON null is not "no value").
+    await new Run({ id: "r2", journal }).step("nothing", () => null);
+    expect(await journal.get("r2", "nothing")).toMatchObject({ status: "ok", value: null });
+    let ran = false;
+    const again = await new Run({ id: "r2", journal }).step("nothing", () => {
+      ran = true;
+      return 1;
+    });
+    expect([again, ran]).toEqual([null, false]);
   });
 
   it("leases on the database's clock; takeOver hands each expired run to one sweeper", async () => {
