@@ -54,6 +54,8 @@ export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export {
   type AcquireOptions,
   type Cost,
+  isLimiter,
+  type Limiter,
   type Permit,
   RateLimiter,
   type RateLimiterOptions,
