@@ -391,10 +391,12 @@ export class RateLimiter implements Limiter {
    * hold past it (which changes only when something takes or the server says less is
    * left, and both pump) and those whose deadline has passed (the pump wakes for it). */
   #dropLate(now: number): void {
-    for (const w of [...this.#queue]) {
+    const q = this.#queue;
+    for (let i = q.length - 1; i >= 0; i--) {
+      const w = q[i]!;
       const wait = this.#waitFor(w.cost, now);
       if (late(now, wait, w.deadlineAt)) {
-        this.#remove(w);
+        q.splice(i, 1);
         w.refuse(tooLong(wait));
       }
     }

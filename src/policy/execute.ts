@@ -45,11 +45,6 @@ export function execute<T>(
   const readUsage = options?.usage ?? o.usage;
   const output =
     options?.validate === undefined && options?.truncated === undefined ? undefined : options;
-  // The rate limiter's permit first (rule 16): at once on the common path.
-  const attempt = (): Promise<T> => {
-    const gate = call.gate();
-    return gate === undefined ? send() : gate.then(send);
-  };
   const send = (): Promise<T> => {
     let p: Promise<T>;
     let scope: AttemptScope;
@@ -62,6 +57,14 @@ export function execute<T>(
     }
     return settleAttempt(call, scope.race(p), readUsage, output, attempt);
   };
+  // With a rate limiter, its permit first (rule 16); without one, nothing in the way.
+  const attempt =
+    o.limiter === undefined
+      ? send
+      : (): Promise<T> => {
+          const gate = call.gate();
+          return gate === undefined ? send() : gate.then(send);
+        };
   return attempt();
 }
 

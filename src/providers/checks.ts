@@ -84,23 +84,37 @@ export function streamChecks<E>(
  * token of ordinary text, so this never overstates. */
 const promptFloor = (body: string) => Math.floor(Buffer.byteLength(body) / 8);
 
-/** What makes a request fail for sure, found before it is sent (nothing spent). */
+/** The output allowance a request asks for, as its dialect reads it: a count, or
+ * undefined when it names none (or names something that is not a count). */
+function allowance(dialect: CheckDialect | undefined, body: unknown): number | undefined {
+  if (!isObj(body)) return undefined;
+  const n = dialect?.maxOutput?.(body);
+  return typeof n === "number" && Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
+/** What a request is expected to spend, for a rate limiter: its body at ~4 characters a
+ * token (corrected from usage after the call) and its output allowance. */
+export function estimateCost(
+  dialect: CheckDialect | undefined,
+  raw: string,
+  body: unknown,
+): { inputTokens: number; outputTokens: number } {
+  return { inputTokens: Math.ceil(raw.length / 4), outputTokens: allowance(dialect, body) ?? 0 };
+}
+
+/** What makes a request fail for sure, found before it is sent (nothing spent). `body` is
+ * `raw` parsed (undefined when it is not JSON: not ours to judge). */
 export function checkRequest(
   dialect: CheckDialect,
   url: string,
   raw: string,
+  body: unknown,
   contextTokens: number | undefined,
 ): RequestCheckError | undefined {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw);
-  } catch {
-    return undefined; // not ours to judge
-  }
   if (!isObj(body)) return undefined;
   const broken = dialect.transcript?.(url, body);
   if (broken !== undefined) return new RequestCheckError("transcript", broken);
-  const max = dialect.maxOutput?.(body);
+  const max = allowance(dialect, body);
   if (contextTokens === undefined || max === undefined) return undefined;
   const floor = promptFloor(raw);
   if (max + floor <= contextTokens) return undefined;

@@ -19,12 +19,12 @@ import {
   type CheckDialect,
   type Checks,
   checkRequest,
+  estimateCost,
   FailedAnswer,
   replyChecks,
   streamChecks,
 } from "./checks.ts";
 import { continuation, type Lead } from "./continuation.ts";
-import { estimateCost } from "./cost.ts";
 import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 
@@ -220,6 +220,8 @@ export interface Outgoing {
   url: string;
   init: RequestInit & { [CALL]?: PerCall };
   stream: boolean;
+  /** The body as the caller wrote it, parsed, when it had to be (a stream's). */
+  json?: unknown;
 }
 
 /** The request as each attempt sends it: the body prepared once, the stream flag read. */
@@ -231,16 +233,17 @@ function outgoing(
   const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   let body = init.body;
   let stream = /[?&]alt=sse(?:&|$)/.test(url);
+  let json: Record<string, unknown> | undefined;
   // Only a body that says `"stream": true` is parsed (and prepared): the rest go as sent.
   if (typeof body === "string" && body.startsWith("{") && STREAM_FLAG.test(body)) {
     try {
-      const json = JSON.parse(body) as Record<string, unknown>;
+      json = JSON.parse(body) as Record<string, unknown>;
       stream ||= json.stream === true;
       const prepared = dialect?.prepare?.(url, json);
       if (prepared !== undefined) body = JSON.stringify(prepared);
     } catch {}
   }
-  return { url, init: { ...init, body }, stream };
+  return { url, init: { ...init, body }, stream, ...(json !== undefined && { json }) };
 }
 
 /** Whether the undici package can be loaded (checked without loading it). */
@@ -347,15 +350,21 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     const req = outgoing(input, init, dialect);
     const own = req.init[CALL];
     const raw = req.init.body;
+    // Parsed at most once, for the checks and the limiter's estimate (a stream's already was).
+    const json =
+      typeof raw === "string" && (dialect !== undefined || limiter !== undefined)
+        ? (req.json ?? safeJson(raw))
+        : undefined;
     const call: Call = {
       ...(init.signal && { signal: init.signal }),
       ...runFor(options, own?.run),
       ...(own?.priority !== undefined && { priority: own.priority }),
-      ...(limiter !== undefined && typeof raw === "string" && { cost: estimateCost(raw) }),
+      ...(limiter !== undefined &&
+        typeof raw === "string" && { cost: estimateCost(dialect, raw, json) }),
     };
     const refused =
       dialect && typeof raw === "string"
-        ? checkRequest(dialect, req.url, raw, options.contextTokens)
+        ? checkRequest(dialect, req.url, raw, json, options.contextTokens)
         : undefined;
     if (refused !== undefined) return new FailedAnswer(refused); // nothing sent, nothing spent
     const checks = { truncation: options.truncation ?? "error", validate: own?.validate } as const;

@@ -5,29 +5,13 @@ import {
   type Failure,
   isUpstreamKind,
 } from "../index.ts";
-import { type Fleet, type Member, Script } from "./state.ts";
+import { type Fleet, type Member, Script, SLOTS, windowLua } from "./state.ts";
 
-const SLOTS = 10;
-
-/** Adds this process's attempts and accepts to the current slot (the server's clock) and
- * returns the fleet's totals over the window. */
-const COUNT = new Script(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local width = tonumber(ARGV[1])
-local slot = math.floor(now / width)
-local key = KEYS[1] .. ':' .. slot
-if tonumber(ARGV[2]) > 0 then
-  redis.call('HINCRBY', key, 'a', ARGV[2])
-  redis.call('HINCRBY', key, 'c', ARGV[3])
-  redis.call('PEXPIRE', key, width * ${SLOTS + 1})
-end
-local a, c = 0, 0
-for i = 0, ${SLOTS - 1} do
-  local v = redis.call('HMGET', KEYS[1] .. ':' .. (slot - i), 'a', 'c')
-  a = a + (tonumber(v[1]) or 0)
-  c = c + (tonumber(v[2]) or 0)
-end
+/** Adds this process's attempts and accepts to the fleet's window and returns the
+ * fleet's totals over it. */
+const COUNT = new Script(`${windowLua(1, "a", "c")}
+add(ARGV[2], ARGV[3])
+local a, c = total()
 return {a, c}`);
 
 /**
@@ -47,7 +31,6 @@ export class SharedAdaptiveAdmission implements Admission, Member {
   #accepts = 0;
   #fleetAttempts = 0;
   #fleetAccepts = 0;
-  #pending: Promise<void> | undefined;
 
   constructor(
     fleet: Fleet,
@@ -91,14 +74,7 @@ export class SharedAdaptiveAdmission implements Admission, Member {
 
   /** Sends what this process counted since the last sync and reads the fleet's state
    * (one Lua script; the fleet's loop calls it). */
-  sync(): Promise<void> {
-    this.#pending ??= this.#sync().finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  async #sync(): Promise<void> {
+  async sync(): Promise<void> {
     const attempts = this.#attempts;
     const accepts = this.#accepts;
     this.#attempts = 0;

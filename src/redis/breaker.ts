@@ -4,37 +4,21 @@ import {
   CircuitBreaker,
   type CircuitBreakerOptions,
 } from "../index.ts";
-import { type Fleet, type Member, Script } from "./state.ts";
-
-const SLOTS = 10;
+import { type Fleet, type Member, Script, SLOTS, windowLua } from "./state.ts";
 
 /** Adds this process's outcomes to the fleet's window (the server's clock); opens the
  * fleet's breaker when the fleet's failure share over the window reaches the ratio with
  * enough outcomes, or when this process's own breaker opened; a fresh window follows an
  * opening. Returns the ms the fleet's breaker stays open (0: closed). */
-const EXCHANGE = new Script(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local width = tonumber(ARGV[1])
-local slot = math.floor(now / width)
-if tonumber(ARGV[2]) > 0 then
-  local key = KEYS[2] .. ':' .. slot
-  redis.call('HINCRBY', key, 'a', ARGV[2])
-  redis.call('HINCRBY', key, 'f', ARGV[3])
-  redis.call('PEXPIRE', key, width * ${SLOTS + 1})
-end
+const EXCHANGE = new Script(`${windowLua(2, "a", "f")}
+add(ARGV[2], ARGV[3])
 local open = redis.call('PTTL', KEYS[1])
 if open > 0 then return open end
-local a, f = 0, 0
-for i = 0, ${SLOTS - 1} do
-  local v = redis.call('HMGET', KEYS[2] .. ':' .. (slot - i), 'a', 'f')
-  a = a + (tonumber(v[1]) or 0)
-  f = f + (tonumber(v[2]) or 0)
-end
+local a, f = total()
 local tripped = a >= tonumber(ARGV[4]) and f * 1000 >= tonumber(ARGV[5]) * a
 if tripped or ARGV[7] == '1' then
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[6])
-  for i = 0, ${SLOTS - 1} do redis.call('DEL', KEYS[2] .. ':' .. (slot - i)) end
+  clear()
   return tonumber(ARGV[6])
 end
 return 0`);
@@ -55,7 +39,6 @@ export class SharedBreaker implements Breaker, Member {
   #fleetOpenUntil = Number.NEGATIVE_INFINITY;
   #attempts = 0;
   #failures = 0;
-  #pending: Promise<void> | undefined;
 
   constructor(
     fleet: Fleet,
@@ -67,7 +50,7 @@ export class SharedBreaker implements Breaker, Member {
       ...rest,
       clock: fleet.clock,
       onStateChange: (s) => {
-        if (s === "open") void this.sync().catch(() => {}); // tell the fleet now
+        if (s === "open") void fleet.syncMember(this).catch(() => {}); // tell the fleet now
         onStateChange?.(s);
       },
     });
@@ -105,14 +88,7 @@ export class SharedBreaker implements Breaker, Member {
 
   /** Sends this process's outcomes and its own breaker's state, and reads the fleet's
    * breaker (the fleet's loop calls it). */
-  sync(): Promise<void> {
-    this.#pending ??= this.#exchange().finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  async #exchange(): Promise<void> {
+  async sync(): Promise<void> {
     const o = this.#local.options;
     const attempts = this.#attempts;
     const failures = this.#failures;

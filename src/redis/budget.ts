@@ -1,4 +1,4 @@
-import { type Admission, RetryBudget, type RetryBudgetOptions } from "../index.ts";
+import { type Admission, ConfigError, RetryBudget, type RetryBudgetOptions } from "../index.ts";
 import { type Fleet, type Member, Script } from "./state.ts";
 
 /** Options of a shared retry budget: a RetryBudget's, and how many tokens a process takes
@@ -40,15 +40,12 @@ export class SharedRetryBudget implements Admission, Member {
   #leaseMilli = 0;
   #depositMilli = 0;
   #fleetMilli: number;
-  #pending: Promise<void> | undefined;
 
   constructor(fleet: Fleet, upstream: string, options: SharedRetryBudgetOptions = {}) {
     const { leaseTokens = 2, ...budget } = options;
     this.#local = new RetryBudget(budget); // checks maxTokens and tokenRatio
     if (!(Number.isInteger(leaseTokens) && leaseTokens >= 1))
-      throw new TypeError(
-        `SharedRetryBudget: option "leaseTokens" must be an integer >= 1; got ${String(leaseTokens)}`,
-      );
+      throw new ConfigError("SharedRetryBudget", "leaseTokens", leaseTokens, "an integer >= 1");
     this.#fleet = fleet;
     this.#key = fleet.key(upstream, "budget");
     this.#wantMilli = leaseTokens * MILLI;
@@ -90,14 +87,7 @@ export class SharedRetryBudget implements Admission, Member {
 
   /** Sends what this process counted since the last sync and reads the fleet's state
    * (one Lua script; the fleet's loop calls it). */
-  sync(): Promise<void> {
-    this.#pending ??= this.#sync().finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  async #sync(): Promise<void> {
+  async sync(): Promise<void> {
     const deposit = this.#depositMilli;
     this.#depositMilli = 0;
     const want = Math.max(0, this.#wantMilli - this.#leaseMilli);

@@ -1,4 +1,8 @@
-import type { AdaptiveAdmissionOptions, CircuitBreakerOptions } from "../index.ts";
+import {
+  type AdaptiveAdmissionOptions,
+  type CircuitBreakerOptions,
+  ConfigError,
+} from "../index.ts";
 import { SharedAdaptiveAdmission } from "./admission.ts";
 import { SharedBreaker } from "./breaker.ts";
 import { SharedRetryBudget, type SharedRetryBudgetOptions } from "./budget.ts";
@@ -46,8 +50,11 @@ export function sharedState(options: FleetOptions): SharedState {
 
 function checked(upstream: unknown): string {
   if (typeof upstream !== "string" || upstream === "" || /[{}]/.test(upstream))
-    throw new TypeError(
-      `sharedState: "upstream" must be a non-empty name without braces (e.g. "openai:gpt-4o:key1"); got ${JSON.stringify(upstream)}`,
+    throw new ConfigError(
+      "sharedState",
+      "upstream",
+      upstream,
+      'a non-empty name without braces (e.g. "openai:gpt-4o:key1")',
     );
   return upstream;
 }

@@ -26,7 +26,8 @@ export interface FleetOptions {
   clock?: Clock;
 }
 
-/** One piece of shared state: syncs its local changes and reads the fleet's. */
+/** One piece of shared state: syncs its local changes and reads the fleet's. The fleet
+ * never runs two syncs of one member at once. */
 export interface Member {
   sync(): Promise<void>;
 }
@@ -37,6 +38,40 @@ const int = (owner: string, name: string, v: unknown, fallback: number, min: num
     throw new ConfigError(owner, name, v, `an integer >= ${min}`);
   return v;
 };
+
+/** Slots per sliding window of counts (as the local admission and breaker keep). */
+export const SLOTS = 10;
+
+/**
+ * The Lua prelude of a script that keeps two counts per time slot in hashes under
+ * `KEYS[base]` (fields `x` and `y`), on the server's clock so every process agrees:
+ * `slot` is the current slot for a width of ARGV[1] ms; `add(x, y)` adds to it (expiring
+ * with the window); `total()` sums the window; `clear()` starts a fresh one.
+ */
+export const windowLua = (base: number, x: string, y: string): string => `
+local t = redis.call('TIME')
+local width = tonumber(ARGV[1])
+local slot = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / width)
+local function add(dx, dy)
+  if tonumber(dx) <= 0 then return end
+  local key = KEYS[${base}] .. ':' .. slot
+  redis.call('HINCRBY', key, '${x}', dx)
+  redis.call('HINCRBY', key, '${y}', dy)
+  redis.call('PEXPIRE', key, width * ${SLOTS + 1})
+end
+local function total()
+  local sx, sy = 0, 0
+  for i = 0, ${SLOTS - 1} do
+    local v = redis.call('HMGET', KEYS[${base}] .. ':' .. (slot - i), '${x}', '${y}')
+    sx = sx + (tonumber(v[1]) or 0)
+    sy = sy + (tonumber(v[2]) or 0)
+  end
+  return sx, sy
+end
+local function clear()
+  for i = 0, ${SLOTS - 1} do redis.call('DEL', KEYS[${base}] .. ':' .. (slot - i)) end
+end
+`;
 
 /** A Lua script run by its SHA, loaded on first use (and again after a Redis restart). */
 export class Script {
@@ -73,6 +108,8 @@ export class Fleet {
   readonly staleAfterMs: number;
   readonly clock: Clock;
   readonly #members = new Set<Member>();
+  /** Each member's sync under way (one that outlived a timeout is joined, not doubled). */
+  readonly #syncing = new Map<Member, Promise<void>>();
   #lastOk = Number.NEGATIVE_INFINITY;
   #lastError: unknown;
   #lastFailed = false;
@@ -171,7 +208,8 @@ export class Fleet {
       );
     });
     try {
-      await Promise.race([Promise.all([...this.#members].map((m) => m.sync())), late]);
+      const all = Promise.all([...this.#members].map((m) => this.syncMember(m)));
+      await Promise.race([all, late]);
       this.#lastOk = this.clock.now();
       this.#lastFailed = false;
     } catch (error) {
@@ -181,6 +219,16 @@ export class Fleet {
     } finally {
       cancel?.();
     }
+  }
+
+  /** Syncs one member now, or joins its sync under way; rejects when it fails. */
+  syncMember(m: Member): Promise<void> {
+    let p = this.#syncing.get(m);
+    if (p === undefined) {
+      p = m.sync().finally(() => this.#syncing.delete(m));
+      this.#syncing.set(m, p);
+    }
+    return p;
   }
 
   /** Stops syncing (the client is yours to close). */

@@ -185,18 +185,28 @@ export const breakwater: StormStack = {
   name: "breakwater",
   description: "one layer: adaptive admission, deadline, breaker, run limits",
   propagatesCancel: true,
-  create: (ctx) => {
-    const p = breakwaterPolicy(ctx);
-    return {
-      model: (request, { signal, turn, subagent }) =>
-        p.execute((a) => ctx.provider.call(request, a.signal), {
+  create: (ctx) => oneLayer(ctx, breakwaterPolicy(ctx)),
+};
+
+/** A breakwater stack's client: every model call through `p`, in the turn's run (a
+ * subagent's in a child of it); `onHeaders` hears every answer's headers. */
+function oneLayer(
+  ctx: StackContext,
+  p: Policy,
+  onHeaders?: (h: Record<string, string>) => void,
+): StackClient {
+  return {
+    model: (request, { signal, turn, subagent }) =>
+      p.execute(
+        (a) => ctx.provider.call(onHeaders ? { ...request, onHeaders } : request, a.signal),
+        {
           run: runOf(ctx, turn, subagent),
           ...(signal && { signal }),
-        }),
-      tool: chargeTool(ctx),
-    };
-  },
-};
+        },
+      ),
+    tool: chargeTool(ctx),
+  };
+}
 
 /**
  * breakwater with a fallback: the same policy at the primary, and a second provider (another
@@ -236,16 +246,8 @@ export const breakwaterLimiter: StormStack = {
     // A cap on calls in flight at ~1.7x the ~104 of normal load: when the limit lifts,
     // the calls it held go out at the limit's pace without flooding the provider.
     const limiter = new RateLimiter({ clock: ctx.clock, maxConcurrent: 180 });
-    const p = breakwaterPolicy(ctx, limiter);
     const onHeaders = (h: Record<string, string>) => limiter.observeHeaders(h, ctx.clock.now());
-    return {
-      model: (request, { signal, turn, subagent }) =>
-        p.execute((a) => ctx.provider.call({ ...request, onHeaders }, a.signal), {
-          run: runOf(ctx, turn, subagent),
-          ...(signal && { signal }),
-        }),
-      tool: chargeTool(ctx),
-    };
+    return oneLayer(ctx, breakwaterPolicy(ctx, limiter), onHeaders);
   },
 };
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
-import { service, worker } from "./fixtures/workers.ts";
+import { killRepeatedly, service, worker } from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));
@@ -47,16 +47,8 @@ describe("SqliteJournal across processes", () => {
 
   it("kill -9 at 20 random points, then resume: no step lost, no effect twice", async () => {
     const { db, service: svc } = paths();
-    const random = mulberry32(20);
     const args = { db, service: svc, runId: "killed", steps: 40, stepMs: 12, owner: "pod-1" };
-    let kills = 0;
-    for (let k = 0; k < 20; k++) {
-      const w = worker(args);
-      await w.started;
-      await new Promise((r) => setTimeout(r, random() * 120));
-      if (w.child.kill("SIGKILL")) kills++;
-      await w.exited;
-    }
+    const kills = await killRepeatedly(args, 20, mulberry32(20));
     // The same worker started again takes its run back at once and finishes it.
     const last = await worker(args).exited;
     expect(last.out.trim().split("\n").at(-1)).toBe("done");

@@ -7,7 +7,7 @@ import { PostgresJournal } from "../../src/run/postgres-journal.ts";
 import { Run } from "../../src/run/run.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.ts";
-import { lastLine, service, worker } from "./fixtures/workers.ts";
+import { killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
 
 // A real PostgreSQL (Debian's binaries, a throwaway cluster on loopback), no mocks.
 let server: TestPostgres;
@@ -124,7 +124,6 @@ describe("PostgresJournal across processes", () => {
 
   it("kill -9 at 20 random points, then resume: no step lost, no effect twice", async () => {
     const { schema, service: svc } = fresh();
-    const random = mulberry32(18);
     const args = {
       pg: server.url,
       db: schema,
@@ -134,14 +133,7 @@ describe("PostgresJournal across processes", () => {
       stepMs: 12,
       owner: "pod-1",
     };
-    let kills = 0;
-    for (let k = 0; k < 20; k++) {
-      const w = worker(args);
-      await w.started;
-      await new Promise((r) => setTimeout(r, random() * 120));
-      if (w.child.kill("SIGKILL")) kills++;
-      await w.exited;
-    }
+    const kills = await killRepeatedly(args, 20, mulberry32(18));
     expect(lastLine((await worker(args).exited).out)).toBe("done");
     const journal = await PostgresJournal.open({ pool, schema });
     const steps = await journal.steps("killed");

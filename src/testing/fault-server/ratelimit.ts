@@ -75,35 +75,30 @@ export class ServerRateLimits {
     return {
       over: wait > 0,
       retryAfterS: Math.max(1, Math.ceil(wait / 1000)),
-      headers: route === "anthropic" ? this.#anthropic(now) : this.#openai(),
+      headers: this.#headers(route, now),
     };
   }
 
-  #openai(): Record<string, string> {
+  /** Every bucket's limit, remaining and reset, in the route's provider's header names:
+   * OpenAI's `x-ratelimit-*` (resets as durations), or Anthropic's `anthropic-ratelimit-*`
+   * (resets as RFC 3339 instants, to the second). */
+  #headers(route: Route, now: number): Record<string, string> {
     const h: Record<string, string> = {};
+    const anthropic = route === "anthropic";
     for (const [name, b] of [
       ["requests", this.#requests],
       ["tokens", this.#tokens],
     ] as const) {
       if (b === undefined) continue;
-      h[`x-ratelimit-limit-${name}`] = String(b.limit);
-      h[`x-ratelimit-remaining-${name}`] = String(Math.floor(b.level));
-      h[`x-ratelimit-reset-${name}`] = duration(b.resetMs);
-    }
-    return h;
-  }
-
-  #anthropic(now: number): Record<string, string> {
-    const h: Record<string, string> = {};
-    for (const [name, b] of [
-      ["requests", this.#requests],
-      ["tokens", this.#tokens],
-    ] as const) {
-      if (b === undefined) continue;
-      h[`anthropic-ratelimit-${name}-limit`] = String(b.limit);
-      h[`anthropic-ratelimit-${name}-remaining`] = String(Math.floor(b.level));
-      const at = new Date(Math.ceil((now + b.resetMs) / 1000) * 1000);
-      h[`anthropic-ratelimit-${name}-reset`] = at.toISOString().replace(/\.\d{3}Z$/, "Z");
+      const header = (what: string) =>
+        anthropic ? `anthropic-ratelimit-${name}-${what}` : `x-ratelimit-${what}-${name}`;
+      h[header("limit")] = String(b.limit);
+      h[header("remaining")] = String(Math.floor(b.level));
+      h[header("reset")] = anthropic
+        ? new Date(Math.ceil((now + b.resetMs) / 1000) * 1000)
+            .toISOString()
+            .replace(/\.\d{3}Z$/, "Z")
+        : duration(b.resetMs);
     }
     return h;
   }
