@@ -27,14 +27,11 @@ export interface AdaptiveAdmissionOptions {
 const SLOTS = 10;
 
 const SPEC = {
-  k: opt.num(1, 100, 2),
-  windowMs: opt.ms(10_000),
-  minRetriesPerSecond: opt.num(0, 1_000_000, 1),
-  burst: opt.num(0, 1_000_000, 10),
-  clock: opt.any<Clock>(
-    (c) => typeof (c as Clock)?.now === "function",
-    "a Clock (now, sleep, schedule)",
-  ),
+  k: opt.num({ min: 1, max: 100, default: 2 }),
+  windowMs: opt.ms({ default: 10_000 }),
+  minRetriesPerSecond: opt.num({ max: 1_000_000, default: 1 }),
+  burst: opt.num({ max: 1_000_000, default: 10 }),
+  clock: opt.clock(),
   random: opt.fn<() => number>(),
 } satisfies Record<keyof AdaptiveAdmissionOptions, unknown>;
 

@@ -42,10 +42,10 @@ export interface ExponentialBackoff extends Backoff {
 const JITTERS = ["full", "decorrelated", "none"] as const;
 
 const SPEC = {
-  baseMs: opt.num(0, MAX_DELAY_MS, 500),
-  capMs: opt.num(0, MAX_DELAY_MS, 8_000),
+  baseMs: opt.num({ max: MAX_DELAY_MS, default: 500 }),
+  capMs: opt.num({ max: MAX_DELAY_MS, default: 8_000 }),
   jitter: opt.oneOf(JITTERS, "full"),
-  rateLimitBaseMs: opt.num(0, MAX_DELAY_MS, Number.NaN), // NaN: derived below
+  rateLimitBaseMs: opt.num({ max: MAX_DELAY_MS, default: Number.NaN }), // NaN: derived below
 } satisfies Record<keyof BackoffOptions, unknown>;
 
 /** A broken random source never breaks the bounds. */

@@ -60,18 +60,16 @@ export interface CircuitBreakerOptions {
 }
 
 const SLOTS = 10;
-const isClock = (c: unknown): boolean =>
-  typeof (c as Clock)?.now === "function" && typeof (c as Clock)?.schedule === "function";
 
 const SPEC = {
-  consecutiveFailures: opt.int(1, 5, true),
-  failureRatio: opt.num(0.001, 1, 0.5),
-  minimumThroughput: opt.int(1, 20),
-  windowMs: opt.ms(30_000),
-  openMs: opt.ms(5_000),
-  halfOpenProbes: opt.int(1, 1),
-  probeTimeoutMs: opt.ms(60_000),
-  clock: opt.any<Clock>(isClock, "a Clock (now, sleep, schedule)"),
+  consecutiveFailures: opt.int({ min: 1, default: 5, infinite: true }),
+  failureRatio: opt.num({ min: 0.001, max: 1, default: 0.5 }),
+  minimumThroughput: opt.int({ min: 1, default: 20 }),
+  windowMs: opt.ms({ default: 30_000 }),
+  openMs: opt.ms({ default: 5_000 }),
+  halfOpenProbes: opt.int({ min: 1, default: 1 }),
+  probeTimeoutMs: opt.ms({ default: 60_000 }),
+  clock: opt.clock(),
   onStateChange: opt.fn<(state: BreakerState) => void>(),
   initialState: opt.any<BreakerSnapshot>(
     (s) => s !== null && typeof s === "object",

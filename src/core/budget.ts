@@ -34,8 +34,8 @@ export interface RetryBudgetOptions {
 const MILLI = 1000;
 
 const SPEC = {
-  maxTokens: opt.num(1, 1_000_000, 10),
-  tokenRatio: opt.num(0.001, 1_000_000, 0.1),
+  maxTokens: opt.num({ min: 1, max: 1_000_000, default: 10 }),
+  tokenRatio: opt.num({ min: 0.001, max: 1_000_000, default: 0.1 }),
 } satisfies Record<keyof RetryBudgetOptions, unknown>;
 
 /**

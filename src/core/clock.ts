@@ -14,6 +14,18 @@ export interface Clock {
   schedule(ms: number, fn: () => void): Cancel;
 }
 
+/** Whether `x` is a Clock: the one test, used by every owner that takes one. */
+export function isClock(x: unknown): x is Clock {
+  const c = x as Partial<Record<keyof Clock, unknown>> | null;
+  return (
+    c !== null &&
+    typeof c === "object" &&
+    typeof c.now === "function" &&
+    typeof c.sleep === "function" &&
+    typeof c.schedule === "function"
+  );
+}
+
 function sleepWith(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise<void>((resolve, reject) => {

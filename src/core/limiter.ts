@@ -159,7 +159,7 @@ const MINUTE = 60_000;
 const KEYS = ["requests", "tokens", "inputTokens", "outputTokens"] as const;
 type Key = (typeof KEYS)[number];
 const INF = Number.POSITIVE_INFINITY;
-const perMinute = opt.num(1, INF, Number.NaN);
+const perMinute = opt.num({ min: 1, default: Number.NaN });
 
 const SPEC = {
   limits: opt.object({
@@ -168,13 +168,10 @@ const SPEC = {
     inputTokensPerMinute: perMinute,
     outputTokensPerMinute: perMinute,
   }),
-  maxConcurrent: opt.int(1, INF, true),
-  maxConcurrentPerRun: opt.int(1, INF, true),
-  maxQueue: opt.int(0, 1000, true),
-  clock: opt.any<Clock>(
-    (x) => typeof (x as Clock)?.now === "function" && typeof (x as Clock)?.schedule === "function",
-    "a Clock",
-  ),
+  maxConcurrent: opt.int({ min: 1, default: INF, infinite: true }),
+  maxConcurrentPerRun: opt.int({ min: 1, default: INF, infinite: true }),
+  maxQueue: opt.int({ default: 1000, infinite: true }),
+  clock: opt.clock(),
 };
 
 /** What dimension `k` of KEYS needs for a cost. */

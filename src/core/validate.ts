@@ -1,3 +1,5 @@
+import { type Clock, isClock } from "./clock.ts";
+
 /** Thrown for a bad option: names the option, the value and what is allowed. */
 export class ConfigError extends TypeError {
   override name = "BreakwaterConfigError";
@@ -165,30 +167,65 @@ export function checkOptions(v: Validator, rules: Checker, input: unknown): void
 
 const absent = (x: unknown): x is undefined => x === undefined;
 
-/** Rule builders for option tables. */
+/** A number option's bounds and default, by name. */
+export interface NumberRule {
+  /** @default 0 */
+  readonly min?: number;
+  /** @default Infinity (no upper bound) */
+  readonly max?: number;
+  /** The value when the option is absent (NaN: a marker the owner fills in). */
+  readonly default: number;
+}
+
+/** Rule builders for option tables: `opt.int({ min: 1, default: 3, infinite: true })`. */
 export const opt = {
+  /** An integer in [min, max]; `infinite`: Infinity is allowed too ("no limit"). */
   int:
-    (min: number, fallback: number, infinite = false): Rule<number> =>
-    (v, name, x) =>
-      absent(x) ? fallback : v.int(name, x, min, infinite),
+    (r: NumberRule & { readonly infinite?: boolean }): Rule<number> =>
+    (v, name, x) => {
+      if (absent(x)) return r.default;
+      const n = v.int(name, x, r.min ?? 0, r.infinite === true);
+      return n <= (r.max ?? Number.POSITIVE_INFINITY) ? n : v.num(name, n, r.min ?? 0, r.max);
+    },
+  /** A finite number in [min, max]. */
   num:
-    (min: number, max: number, fallback: number): Rule<number> =>
+    (r: NumberRule): Rule<number> =>
     (v, name, x) =>
-      absent(x) ? fallback : v.num(name, x, min, max),
-  /** Milliseconds > 0; absent means `fallback` (Infinity: no limit). */
+      absent(x) ? r.default : v.num(name, x, r.min ?? 0, r.max),
+  /** Milliseconds > 0; absent means `default` (Infinity: no limit). */
   ms:
-    (fallback = Number.POSITIVE_INFINITY): Rule<number> =>
+    (r: { readonly default?: number } = {}): Rule<number> =>
     (v, name, x) =>
-      absent(x) ? fallback : v.ms(name, x),
+      absent(x) ? (r.default ?? Number.POSITIVE_INFINITY) : v.ms(name, x),
   oneOf:
     <T extends string>(values: readonly T[], fallback: T): Rule<T> =>
     (v, name, x) =>
       absent(x) ? fallback : v.oneOf(name, x, values),
+  bool:
+    (fallback: boolean): Rule<boolean> =>
+    (v, name, x) => {
+      if (absent(x)) return fallback;
+      if (typeof x !== "boolean") v.fail(name, x, "true or false");
+      return x as boolean;
+    },
   fn:
     <F>(): Rule<F | undefined> =>
     (v, name, x) =>
       absent(x) ? undefined : v.fn<F>(name, x),
-  str: (): Rule<string | undefined> => (v, name, x) => (absent(x) ? undefined : v.str(name, x)),
+  /** A non-empty string; `pattern` with the words for what it allows. */
+  str: (r: { readonly pattern?: RegExp; readonly allowed?: string } = {}): Rule<string | undefined> =>
+    (v, name, x) => {
+      if (absent(x)) return undefined;
+      const s = v.str(name, x);
+      if (r.pattern !== undefined && !r.pattern.test(s)) v.fail(name, x, r.allowed ?? `a string matching ${r.pattern}`);
+      return s;
+    },
+  /** A Clock (now, sleep, schedule): the one test of one (`isClock`). */
+  clock: (): Rule<Clock | undefined> => (v, name, x) => {
+    if (absent(x)) return undefined;
+    if (!isClock(x)) v.fail(name, x, "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()");
+    return x as Clock;
+  },
   /** Anything (checked where it is used, e.g. an AbortSignal by duck type). */
   any:
     <T>(check?: (x: unknown) => boolean, allowed = ""): Rule<T | undefined> =>

@@ -1,5 +1,5 @@
 import { classify } from "../core/classify.ts";
-import { attemptCause, attemptMs, callDeadline, type Deadline } from "../core/deadline.ts";
+import { callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
 import {
   BreakwaterError,
@@ -8,9 +8,9 @@ import {
   type PartialResult,
   tagError,
 } from "../core/errors.ts";
-import { type Failure, failure, isOutputKind, KINDS } from "../core/failure.ts";
+import { type Failure, failure, isOutputKind } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
-import { type Cost, type Permit, RateLimitWaitError } from "../core/limiter.ts";
+import type { Cost } from "../core/limiter.ts";
 import { scrubError } from "../core/redact.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
@@ -18,10 +18,16 @@ import { opt, type Rule } from "../core/validate.ts";
 import { isRun, partsOf } from "../run/internal.ts";
 import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
-import { AttemptScope } from "./attempt-scope.ts";
+import {
+  Attempt,
+  type AttemptEnd,
+  type AttemptOwner,
+  endGrants,
+  type Grant,
+} from "./attempt.ts";
+import { type GateRequest, Refusal } from "./gates.ts";
 import { reportHookError, runHook } from "./hooks.ts";
-import { BreakerLease, type BreakerVerdict } from "./lease.ts";
-import type { AttemptWatch, CallInfo, CallWatch, Observer } from "./observer.ts";
+import type { CallWatch } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What every attempt is handed. */
@@ -96,16 +102,22 @@ export const CALL_SPEC = {
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
   upstream: opt.str(),
   cost: opt.object({
-    inputTokens: opt.num(0, Number.POSITIVE_INFINITY, 0),
-    outputTokens: opt.num(0, Number.POSITIVE_INFINITY, 0),
+    inputTokens: opt.num({ min: 0, default: 0 }),
+    outputTokens: opt.num({ min: 0, default: 0 }),
   }),
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
-const NO_COST: Cost = {};
-const NO_PERMIT: Permit = { settle: () => {}, cancel: () => {} };
 const UNKNOWN = failure("unknown");
+const NO_COST: Cost = {};
+/** The most common ends, made once: the success path allocates none. */
+const OK: AttemptEnd = { how: "ok" };
+const LEFT: AttemptEnd = { how: "left" };
+const UNSENT: AttemptEnd = { how: "unsent" };
+
+/** A gate request, and the signal of a stream's consumer leaving (if any). */
+type Request = GateRequest & { readonly left: AbortSignal | undefined };
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
@@ -113,52 +125,40 @@ const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
     : { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0 };
 
 /**
- * One logical call: the state of its retry loop. `execute` and `stream` drive it: begin an
- * attempt, then report success or failure. On failure the call asks `decide` for a verdict
- * and performs it: waits out the backoff and returns (retry), or throws what the caller
- * should see (docs/architecture.md, rules 1, 2, 6 and 8).
+ * One logical call: the state of its retry loop (deadline, counters, ledger), not of its
+ * attempts. `execute` and `stream` drive it: `begin` an attempt (through the gates), then
+ * report success or failure. On failure the call asks `decide` for a verdict and performs
+ * it: waits out the backoff and returns (retry), or throws what the caller should see
+ * (docs/architecture.md, rules 1, 2, 6 and 8).
  */
-export class Call {
+export class Call implements AttemptOwner {
   readonly deadline: Deadline;
+  readonly weak: boolean;
   readonly #o: ResolvedOptions;
-  readonly #signal: AbortSignal | undefined;
+  readonly #options: CallOptions | undefined;
   readonly #limits: RunLimits | undefined;
-  readonly #retryIf: CallOptions["retryIf"];
-  readonly #classify: CallOptions["classify"];
   /** The rules decide reads: the policy's, with this call's own attempt cap if it has one. */
   readonly #rules: ResolvedOptions | (ResolvedOptions & { maxAttempts: number });
-  readonly #upstream: string | undefined;
   readonly #startedAt: number;
   /** Whether anything can refuse an attempt (spares the checks on the common path). */
   readonly #gated: boolean;
+  readonly #watch: CallWatch | undefined;
   #ledger: Ledger | undefined;
-  #attempt = 0;
-  #attemptStart = 0;
+  #n = 0;
+  #attempt: Attempt | undefined;
   #waitBefore = 0;
-  #scope: AttemptScope | undefined;
   /** The clock reading taken at construction, reused by the first attempt (clock reads
    * cost ~50 ns and dominate the success path). */
   #startNow: number | undefined;
   #partial: PartialResult | undefined;
   #lastError: unknown;
   #lastFailure: Failure | undefined;
-  /** The breaker's grant for the attempt in flight, until it hears how it ended. */
-  #lease: BreakerLease | undefined;
-  /** The policy's observer's watch on this call, and on its attempt in flight. */
-  readonly #watch: CallWatch | undefined;
-  #attemptWatch: AttemptWatch | undefined;
-  /** The rate limiter's grant for the attempt about to start or in flight. */
-  #permit: Permit | undefined;
-  readonly #options: CallOptions | undefined;
 
   constructor(o: ResolvedOptions, options?: CallOptions, stream = false) {
     this.#o = o;
     this.#options = options;
-    this.#signal = options?.signal;
+    this.weak = stream;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
-    this.#retryIf = options?.retryIf;
-    this.#classify = options?.classify;
-    this.#upstream = options?.upstream;
     this.#ledger = options?.ledger;
     const cap = options?.maxAttempts;
     this.#rules = cap === undefined || cap >= o.maxAttempts ? o : { ...o, maxAttempts: cap };
@@ -169,17 +169,31 @@ export class Call {
     const given = options?.deadlineAt ?? Number.POSITIVE_INFINITY;
     this.deadline = callDeadline(now, Math.min(o.deadlineMs, given - now), runAllows);
     this.#gated =
-      this.#signal !== undefined ||
+      options?.signal !== undefined ||
       this.#limits !== undefined ||
-      o.breaker !== undefined ||
       this.deadline.at !== Number.POSITIVE_INFINITY;
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
-    if (o.observe !== undefined)
-      this.#watch = watchCall(this, o.observe, {
-        stream,
-        model: o.model,
-        upstream: this.#upstream,
-      });
+    if (o.observe !== undefined) {
+      const info = { stream, model: o.model, upstream: options?.upstream };
+      this.#watch = runHook(this, "observe", () => o.observe!.call(info), undefined);
+    }
+  }
+
+  get clock() {
+    return this.#o.clock;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.#options?.signal;
+  }
+
+  get attemptTimeoutMs(): number {
+    return this.#o.attemptTimeoutMs;
+  }
+
+  /** Takes what a hook or gate of the user's threw (rule 12). */
+  report(hook: string, error: unknown): void {
+    reportHookError(this, hook, error);
   }
 
   /** Made on first use: a call that succeeds with nobody watching (no run, no onSuccess,
@@ -189,156 +203,111 @@ export class Call {
     return this.#ledger;
   }
 
-  get attempt(): number {
-    return this.#attempt;
+  /** Attempts begun so far. */
+  get attempts(): number {
+    return this.#n;
   }
 
   /**
-   * Takes the rate limiter's permit for the next attempt (rule 16): undefined when there
-   * is no limiter or room now; else a wait, cancellable and within the deadline, that
-   * gives up with `rate-limit-wait` when the deadline cannot be met.
+   * Starts the next attempt through the gates (rule 1): refused when the caller aborted,
+   * the run refuses, the deadline has passed, or a gate says no; a gate may make it wait
+   * (the rate limiter, within the deadline), and then a promise of it is returned.
+   * `leaving`, for a stream: a signal that ends such a wait when its consumer goes.
    */
-  gate(leaving?: () => AbortSignal): Promise<void> | undefined {
-    const limiter = this.#o.limiter;
-    if (limiter === undefined) return undefined;
-    const o = this.#options;
-    const cost = o?.cost ?? NO_COST;
-    const group = o?.run?.root;
-    // A limiter that throws lets the call go: a broken gate must not stop all traffic.
-    const take = () => limiter.tryAcquire(cost, group);
-    this.#permit = runHook(this, "limiter.tryAcquire", take, NO_PERMIT);
-    if (this.#permit !== undefined) return undefined;
-    this.#startNow = undefined; // the attempt starts after the wait
-    const priority = o?.priority ?? o?.run?.priority ?? 0;
-    // The caller's abort, and (a stream) the consumer leaving, both end the wait.
-    const left = leaving?.();
-    const signal =
-      left === undefined
-        ? this.#signal
-        : this.#signal === undefined
-          ? left
-          : AbortSignal.any([this.#signal, left]);
-    const wait = { deadlineAt: this.deadline.at, signal, priority, group };
-    return Promise.resolve()
-      .then(() => limiter.acquire(cost, wait))
-      .then(
-        (p) => void (this.#permit = p),
-        (e: unknown) => this.#refused(e, left),
-      );
-  }
-
-  /** The rate limiter's permit for the attempt about to start or in flight. */
-  get permit(): Permit | undefined {
-    return this.#permit;
-  }
-
-  /** The limiter would not grant a permit: the caller left, or the wait is too long
-   * (`rate-limit-wait`); a limiter that failed otherwise lets the call go. */
-  #refused(e: unknown, left?: AbortSignal): void {
-    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, CANCELLED);
-    if (left?.aborted) this.#giveUp("cancelled", left.reason, CANCELLED);
-    if (!isA(e, RateLimitWaitError)) {
-      reportHookError(this, "limiter.acquire", e);
-      return;
-    }
-    this.#giveUp("rate-limit-wait", this.#lastError ?? e, this.#lastFailure, e.waitMs);
-  }
-
-  /** Ends the attempt's claim on the rate limiter: settled with what it spent, or (never
-   * sent) cancelled. */
-  #endPermit(how: "settle" | "cancel", usage?: Partial<Usage>): void {
-    const p = this.#permit;
-    if (p === undefined) return;
-    this.#permit = undefined;
-    runHook(
-      this,
-      `limiter.${how}`,
-      () => (how === "cancel" ? p.cancel() : p.settle(usage)),
-      undefined,
-    );
-  }
-
-  /** Starts an attempt, or throws if the call may not make one (caller abort, run,
-   * deadline, breaker). The scope it returns is also the context the operation is handed. */
-  begin(weak = false): AttemptScope {
-    const o = this.#o;
-    const now = this.#startNow ?? o.clock.now();
+  begin(leaving?: () => AbortSignal): Attempt | Promise<Attempt> {
+    const gates = this.#o.gates;
+    const now = this.#startNow ?? this.#o.clock.now();
     this.#startNow = undefined;
-    if (this.#gated) this.#refuseAttempt(now);
-    this.#attempt++;
-    this.#limits?.addAttempt(this.#attempt > 1);
-    this.#attemptStart = now;
-    const ms = attemptMs(now, o.attemptTimeoutMs, this.deadline);
-    const scope = new AttemptScope(
-      o.clock,
-      this.#signal,
-      this.#attempt,
-      this.deadline.at,
-      ms,
-      weak,
-    );
-    if (ms !== Number.POSITIVE_INFINITY)
-      scope.arm(ms, attemptCause(now, o.attemptTimeoutMs, this.deadline));
-    this.#scope = scope;
-    if (this.#watch !== undefined)
-      this.#attemptWatch = watchAttempt(this, this.#watch, this.#attempt);
-    return scope;
+    if (this.#gated) this.#check(now);
+    if (gates.fixed !== undefined) return this.#start(gates.fixed, now);
+    return this.#pass(0, [], now, this.#request(leaving));
   }
 
-  /** Whether an observer watches this call. */
-  get observed(): boolean {
-    return this.#watch !== undefined;
+  /** Passes gates `i` onwards, collecting their grants; after a wait the call's own
+   * checks run again (the deadline may have passed meanwhile). */
+  #pass(i: number, grants: Grant[], now: number, req: Request): Attempt | Promise<Attempt> {
+    const list = this.#o.gates.list;
+    for (; i < list.length; i++) {
+      let g: Grant | Promise<Grant>;
+      try {
+        g = list[i]!.enter(req);
+      } catch (e) {
+        return this.#refused(e, grants, req);
+      }
+      if (!(g instanceof Promise)) {
+        grants.push(g);
+        continue;
+      }
+      const next = i + 1;
+      return g.then(
+        (grant) => {
+          grants.push(grant);
+          const after = this.#o.clock.now();
+          this.#check(after, grants);
+          return this.#pass(next, grants, after, req);
+        },
+        (e: unknown) => this.#refused(e, grants, req),
+      );
+    }
+    return this.#start(grants, now);
   }
 
-  /** Runs the attempt's operation: inside the observer's context when one watches. */
-  run<T>(fn: () => T): T {
-    const w = this.#attemptWatch;
-    return w === undefined ? fn() : w.run(fn);
+  #start(grants: readonly Grant[], now: number): Attempt {
+    const n = ++this.#n;
+    this.#limits?.addAttempt(n > 1);
+    const a = new Attempt(this, n, now, grants);
+    this.#attempt = a;
+    const watch = this.#watch;
+    if (watch !== undefined) a.watch(runHook(this, "observe", () => watch.attempt(a.attempt), undefined));
+    return a;
   }
 
-  /** A stream's first content came (for the observer's time to first token). */
-  firstContent(): void {
-    const w = this.#attemptWatch;
-    if (w?.firstContent) runHook(this, "observe", () => w.firstContent!(), undefined);
+  /** What the gates are asked for the next attempt. */
+  #request(leaving: (() => AbortSignal) | undefined): Request {
+    const o = this.#options;
+    const caller = o?.signal;
+    const left = leaving?.();
+    return {
+      cost: o?.cost ?? NO_COST,
+      group: o?.run?.root,
+      priority: o?.priority ?? o?.run?.priority ?? 0,
+      deadlineAt: this.deadline.at,
+      signal:
+        left === undefined ? caller : caller === undefined ? left : AbortSignal.any([caller, left]),
+      reporter: this,
+      left,
+    };
   }
 
-  /** Gives up before an attempt when the caller, the run, the deadline or the breaker say
-   * no; a later attempt refused keeps the provider's last error as the cause (rule 8). */
-  #refuseAttempt(now: number): void {
-    if (this.#signal?.aborted) this.#giveUp("cancelled", this.#signal.reason, undefined);
-    const last = this.#lastError;
-    const lastFailure = this.#lastFailure;
-    const refused = this.#limits?.refuseAttempt(now);
-    if (refused) this.#giveUp(refused, last, lastFailure);
-    if (now >= this.deadline.at) this.#giveUp(this.deadline.by, last, lastFailure);
-    const breaker = this.#o.breaker;
-    if (breaker === undefined) return;
-    // A breaker that throws lets the attempt go: a broken gate must not stop all traffic.
-    if (!runHook(this, "breaker.tryAcquire", () => breaker.tryAcquire(), true))
-      this.#giveUp("circuit-open", last, lastFailure);
-    this.#lease = new BreakerLease(breaker);
+  /** A gate said no: what it granted so far goes back whole (nothing was sent), and the
+   * call gives up: cancelled when the caller (or a stream's consumer) left during a wait. */
+  #refused(e: unknown, grants: readonly Grant[], req: Request): never {
+    endGrants(grants, UNSENT, 0, this);
+    const caller = this.#options?.signal;
+    if (caller?.aborted) this.#giveUp("cancelled", caller.reason, CANCELLED);
+    if (req.left?.aborted) this.#giveUp("cancelled", req.left.reason, CANCELLED);
+    if (!isA(e, Refusal)) throw e;
+    this.#giveUp(e.reason, this.#lastError ?? e.cause, this.#lastFailure, e.waitMs);
   }
 
-  /** The breaker's hold on the attempt in flight, if any (a stream hands it to its
-   * garbage-collection cleanup). */
-  get lease(): BreakerLease | undefined {
-    return this.#lease;
+  /** Gives up before an attempt when the caller, the run or the deadline say no; a later
+   * attempt refused keeps the provider's last error as the cause (rule 8). */
+  #check(now: number, held: readonly Grant[] = []): void {
+    const caller = this.#options?.signal;
+    const refused = caller?.aborted
+      ? "cancelled"
+      : (this.#limits?.refuseAttempt(now) ??
+        (now >= this.deadline.at ? this.deadline.by : undefined));
+    if (refused === undefined) return;
+    endGrants(held, UNSENT, 0, this);
+    if (refused === "cancelled") this.#giveUp("cancelled", caller!.reason, undefined);
+    this.#giveUp(refused, this.#lastError, this.#lastFailure);
   }
 
   /** The attempt ends with no verdict on the upstream (a consumer left, a hook failed):
-   * what it held is released, nothing is decided (`sent: false`: it never went out, so
-   * the rate limiter gets all of it back). */
+   * what it held is released, nothing is decided. `sent: false`: it never went out. */
   abandon(sent = true): void {
-    this.#scope?.end();
-    this.#endPermit(sent ? "settle" : "cancel");
-    this.#release("onNeutral");
-  }
-
-  #release(verdict: BreakerVerdict): void {
-    const lease = this.#lease;
-    if (lease === undefined || !lease.held) return;
-    const error = lease.release(verdict);
-    if (error !== undefined) reportHookError(this, `breaker.${verdict}`, error);
+    this.#attempt?.end(sent ? LEFT : UNSENT);
   }
 
   /** Reads usage from a result with `read` (or the policy's reader); a reader that
@@ -348,24 +317,15 @@ export class Call {
     return fullUsage(runHook(this, "usage", () => read(value), undefined));
   }
 
-  /** The attempt succeeded (`upstream`: "neutral" when it ended before the upstream
-   * showed anything, e.g. a consumer who left before the first content chunk). */
-  succeed(usage?: Partial<Usage>, upstream: "onSuccess" | "onNeutral" = "onSuccess"): void {
+  /** The attempt succeeded. `left`: it ended before the upstream showed anything (a
+   * consumer who stopped before the first content chunk): recorded, but no verdict. */
+  succeed(usage?: Partial<Usage>, left = false): void {
     const o = this.#o;
-    this.#scope?.end();
-    if (this.#permit !== undefined) this.#endPermit("settle", usage);
-    if (this.#lease !== undefined) this.#release(upstream);
-    if (o.budget !== undefined) {
-      try {
-        o.budget.onSuccess(this.#attemptStart);
-      } catch (error) {
-        reportHookError(this, "budget.onSuccess", error);
-      }
-    }
+    this.#attempt?.end(left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage });
     if (this.#ledger === undefined && o.onSuccess === undefined && this.#watch === undefined)
       return;
     this.ledger.endedAt = this.#record("ok", undefined, fullUsage(usage));
-    const event = { attempts: this.#attempt, ledger: this.ledger };
+    const event = { attempts: this.#n, ledger: this.ledger };
     if (o.onSuccess) runHook(this, "onSuccess", () => o.onSuccess!(event), undefined);
     const watch = this.#watch;
     if (watch)
@@ -374,11 +334,11 @@ export class Call {
 
   /** Classifies the failure of the attempt that is running: our own cuts first (rule 3). */
   classify(error: unknown): Failure {
-    const scope = this.#scope;
-    if (scope?.callerAborted) return CANCELLED;
-    if (scope?.timedOut) return failure("timeout", { code: `${scope.timedOut.by}_timeout` });
+    const a = this.#attempt;
+    if (a?.callerAborted) return CANCELLED;
+    if (a?.timedOut) return failure("timeout", { code: `${a.timedOut.by}_timeout` });
     const now = this.#o.clock.now();
-    const own = this.#classify;
+    const own = this.#options?.classify;
     const policy = this.#o.classify;
     // A classifier that throws cannot say the failure is transient: unknown, not retried.
     const mine =
@@ -389,7 +349,7 @@ export class Call {
     // An abort nobody we know of asked for (not the caller, not our timeouts, not a consumer
     // that left) came from inside the attempt: an SDK's own timeout (@google/genai aborts
     // with a bare AbortError).
-    if (f.kind === "cancelled" && f.status === undefined && scope && !scope.aborted && !scope.ended)
+    if (f.kind === "cancelled" && f.status === undefined && a && !a.aborted && !a.ended)
       return failure("timeout", { code: "inner_abort" });
     return f;
   }
@@ -414,9 +374,9 @@ export class Call {
     this.#partial = undefined;
     await this.#beforeWait(more.beforeWait);
     try {
-      await this.#o.clock.sleep(verdict.delayMs, this.#signal);
+      await this.#o.clock.sleep(verdict.delayMs, this.#options?.signal);
     } catch {
-      this.#giveUp("cancelled", this.#signal?.reason, CANCELLED);
+      this.#giveUp("cancelled", this.#options?.signal?.reason, CANCELLED);
     }
     this.#waitBefore = verdict.delayMs;
   }
@@ -431,44 +391,30 @@ export class Call {
     }
   }
 
-  /** Books the failed attempt: classified, in the ledger, told to the breaker and the
-   * admission. Synchronous, so an attempt cut while nobody reads is settled at once. */
+  /** Books the failed attempt: classified, in the ledger, its grants ended (the breaker,
+   * the admission and the rate limiter hear it). Synchronous, so an attempt cut while
+   * nobody reads is settled at once. */
   settle(error: unknown, more: FailOptions = {}): Failure {
     const f = more.failure ?? this.classify(error);
     this.#lastError = error;
     this.#lastFailure = f;
-    this.#scope?.end();
-    this.#limit(f, more.usage);
-    this.#record("failed", f, fullUsage(more.usage));
-    this.#release(KINDS[f.kind].upstream ? "onFailure" : "onNeutral");
-    const budget = this.#o.budget;
-    const at = this.#attemptStart;
-    if (budget?.onFailure)
-      runHook(this, "budget.onFailure", () => budget.onFailure!(f, at), undefined);
+    const usage = more.usage;
+    this.#attempt?.end(usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage });
+    this.#record("failed", f, fullUsage(usage));
     this.#partial = more.partial;
     return f;
   }
 
-  /** A failed attempt's spend goes back to the limiter; a 429 with a wait holds
-   * everyone sharing the limiter until it passes. */
-  #limit(f: Failure, usage: Partial<Usage> | undefined): void {
-    this.#endPermit("settle", usage ?? {});
-    const limiter = this.#o.limiter;
-    if (limiter !== undefined && f.kind === "rate_limited" && f.retryAfterMs !== undefined) {
-      const ms = f.retryAfterMs;
-      runHook(this, "limiter.hold", () => limiter.hold(ms), undefined);
-    }
-  }
-
   #state(f: Failure, more: FailOptions): RetryState {
     const limits = this.#limits;
+    const refused = this.#options?.retryIf;
     return {
-      attempt: this.#attempt,
+      attempt: this.#n,
       deadline: this.deadline,
       previousDelayMs: this.#waitBefore,
       emitted: more.retry === false,
-      timedOutBy: this.#scope?.timedOut?.by,
-      callerRefused: f.retryable && this.#retryIf?.(f, this.#lastError) === false,
+      timedOutBy: this.#attempt?.timedOut?.by,
+      callerRefused: f.retryable && refused?.(f, this.#lastError) === false,
       runRefusal: limits && (limits.refuseAttempt(this.#o.clock.now()) ?? limits.refuseRetry()),
     };
   }
@@ -477,46 +423,45 @@ export class Call {
   #errorFor(reason: GiveUpReason, error: unknown): unknown {
     if (reason === "cancelled") {
       this.#partial = undefined;
-      return this.#signal?.aborted ? this.#signal.reason : error;
+      const caller = this.#options?.signal;
+      return caller?.aborted ? caller.reason : error;
     }
-    const cut = this.#scope?.timedOut;
+    const cut = this.#attempt?.timedOut;
     return cut !== undefined && cut.by === reason ? cut : error;
   }
 
-  /** Asks the shared gates for the retry the rules allow: the breaker must not be open,
-   * the budget must grant it, and `onRetry` must not veto it. */
+  /** Asks the gates for the retry the rules allow (the breaker must not be open, the
+   * admission must grant it), then `onRetry`, whose veto gives the grants back. */
   #admit(delayMs: number, error: unknown, f: Failure): void {
-    const o = this.#o;
-    const { breaker, budget, onRetry } = o;
-    const ledger = this.ledger;
-    if (breaker && runHook(this, "breaker.state", () => breaker.state, "closed") === "open")
-      this.#giveUp("circuit-open", error, f);
-    // An admission that throws refuses: when in doubt, protect the upstream.
-    if (budget && !runHook(this, "budget.tryAcquire", () => budget.tryAcquire(f), false))
-      this.#giveUp("budget", error, f);
-    const event = { attempt: this.#attempt, error, failure: f, delayMs, ledger };
-    if (onRetry && runHook(this, "onRetry", () => onRetry(event), undefined) === false) {
-      if (budget?.refund) runHook(this, "budget.refund", () => budget.refund!(), undefined);
+    const gates = this.#o.gates;
+    const refused = gates.admit(f, this);
+    if (refused !== undefined) this.#giveUp(refused.reason, error, f);
+    const onRetry = this.#o.onRetry;
+    if (onRetry === undefined) return;
+    const event = { attempt: this.#n, error, failure: f, delayMs, ledger: this.ledger };
+    if (runHook(this, "onRetry", () => onRetry(event), undefined) === false) {
+      gates.refund(this);
       this.#giveUp("vetoed", error, f);
     }
   }
 
   #record(outcome: "ok" | "failed", f: Failure | undefined, usage: Usage | undefined): number {
     const now = this.#o.clock.now();
+    const started = this.#attempt?.startedAt ?? now;
     const a: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
-      attempt: this.#attempt,
-      startedAt: this.#attemptStart,
-      durationMs: now - this.#attemptStart,
+      attempt: this.#n,
+      startedAt: started,
+      durationMs: now - started,
       waitMs: this.#waitBefore,
       outcome,
     };
     if (f) a.failure = f;
     if (usage) a.usage = usage;
-    if (this.#upstream !== undefined) a.upstream = this.#upstream;
+    const upstream = this.#options?.upstream;
+    if (upstream !== undefined) a.upstream = upstream;
     if (this.#o.price !== this.ledger.price) a.price = this.#o.price;
     this.ledger.record(a);
-    const w = this.#attemptWatch;
-    this.#attemptWatch = undefined;
+    const w = this.#attempt?.takeWatch();
     if (w) runHook(this, "observe", () => w.end(a), undefined);
     return now;
   }
@@ -529,7 +474,6 @@ export class Call {
     f: Failure | undefined,
     retryAfterMs?: number,
   ): never {
-    this.#endPermit("cancel"); // held only by an attempt refused before it was sent
     const ledger = this.ledger;
     const partial = this.#partial;
     if (partial !== undefined && reason !== "cancelled" && !(f && isOutputKind(f.kind)))
@@ -544,38 +488,15 @@ export class Call {
     }
     scrubError(thrown); // the one place errors leave a policy (rule 10)
     const onGiveUp = this.#o.onGiveUp;
-    if (onGiveUp)
-      runHook(
-        this,
-        "onGiveUp",
-        () => onGiveUp({ reason, error: thrown, failure: f, ledger }),
-        undefined,
-      );
-    this.#endWatch(reason, thrown, f);
+    if (onGiveUp) {
+      const event = { reason, error: thrown, failure: f, ledger };
+      runHook(this, "onGiveUp", () => onGiveUp(event), undefined);
+    }
+    const watch = this.#watch;
+    if (watch !== undefined) {
+      const end = { ok: false as const, reason, failure: f, error: thrown, ledger };
+      runHook(this, "observe", () => watch.end(end), undefined);
+    }
     throw thrown;
   }
-
-  /** Tells the observer how the call ended without a value; an attempt refused before it
-   * began was never watched. */
-  #endWatch(reason: GiveUpReason, error: unknown, failure: Failure | undefined): void {
-    const watch = this.#watch;
-    if (watch === undefined) return;
-    const ledger = this.ledger;
-    runHook(
-      this,
-      "observe",
-      () => watch.end({ ok: false, reason, failure, error, ledger }),
-      undefined,
-    );
-  }
-}
-
-/** Asks the observer to watch a call; one that throws watches nothing. */
-function watchCall(call: Call, observer: Observer, info: CallInfo) {
-  return runHook(call, "observe", () => observer.call(info), undefined);
-}
-
-/** The watch on one attempt; an observer that throws leaves it unwatched. */
-function watchAttempt(call: Call, watch: CallWatch, n: number): AttemptWatch | undefined {
-  return runHook(call, "observe", () => watch.attempt(n), undefined);
 }

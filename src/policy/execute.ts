@@ -1,7 +1,7 @@
 import { checkOutput, OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
-import type { AttemptScope } from "./attempt-scope.ts";
+import type { Attempt } from "./attempt.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -45,26 +45,25 @@ export function execute<T>(
   const readUsage = options?.usage ?? o.usage;
   const output =
     options?.validate === undefined && options?.truncated === undefined ? undefined : options;
-  const send = (): Promise<T> => {
+  const send = (a: Attempt): Promise<T> => {
     let p: Promise<T>;
-    let scope: AttemptScope;
     try {
-      scope = call.begin();
-      p = Promise.resolve(call.observed ? call.run(() => operation(scope)) : operation(scope));
+      p = Promise.resolve(a.run(operation));
     } catch (e) {
-      if (scope! === undefined) return Promise.reject(e);
       p = Promise.reject(e);
     }
-    return settleAttempt(call, scope.race(p), readUsage, output, attempt);
+    return settleAttempt(call, a.race(p), readUsage, output, attempt);
   };
-  // With a rate limiter, its permit first (rule 16); without one, nothing in the way.
-  const attempt =
-    o.limiter === undefined
-      ? send
-      : (): Promise<T> => {
-          const gate = call.gate();
-          return gate === undefined ? send() : gate.then(send);
-        };
+  // The gates first (rule 1): at once, or (a rate limiter) after a wait.
+  const attempt = (): Promise<T> => {
+    let a: Attempt | Promise<Attempt>;
+    try {
+      a = call.begin();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return a instanceof Promise ? a.then(send) : send(a);
+  };
   return attempt();
 }
 
@@ -75,7 +74,7 @@ function settleAttempt<T>(
   raced: Promise<T>,
   readUsage: ExecuteOptions["usage"],
   output: OutputOptions<T> | undefined,
-  attempt: () => Promise<T>,
+  again: () => Promise<T>,
 ): Promise<T> {
   return raced.then(
     (value) => {
@@ -84,9 +83,9 @@ function settleAttempt<T>(
         call.succeed(usage);
         return value;
       }
-      return checked(call, value, usage, output, attempt);
+      return checked(call, value, usage, output, again);
     },
-    (error) => call.fail(error).then(attempt),
+    (error) => call.fail(error).then(again),
   );
 }
 

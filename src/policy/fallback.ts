@@ -91,7 +91,7 @@ const isPolicy = (p: unknown) => typeof (p as Policy)?.execute === "function";
 
 const SPEC = {
   deadlineMs: opt.ms(),
-  maxAttempts: opt.int(1, Number.POSITIVE_INFINITY, true),
+  maxAttempts: opt.int({ min: 1, default: Number.POSITIVE_INFINITY, infinite: true }),
   when: opt.fn<NonNullable<FallbackOptions["when"]>>(),
 };
 

@@ -21,6 +21,7 @@ import { isLimiter, type Limiter, RateLimiter, type RateLimiterOptions } from ".
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
+import { type Gates, gatesOf } from "./gates.ts";
 import { isObserver, type Observer } from "./observer.ts";
 
 /** What `onRetry` is told before a retry. */
@@ -127,16 +128,13 @@ export interface ResolvedOptions extends RetryRules {
   readonly onGiveUp: PolicyOptions["onGiveUp"];
   readonly onSuccess: PolicyOptions["onSuccess"];
   readonly observe: Observer | undefined;
+  /** The gates every attempt passes, made from the breaker, limiter and admission. */
+  readonly gates: Gates;
 }
 
 /** An optional timeout: none (Infinity) when absent, else ms > 0 up to a timer's limit. */
 const timeout: Rule<number> = (v, name, x) =>
   x === undefined ? Number.POSITIVE_INFINITY : Math.min(v.ms(name, x), MAX_DELAY_MS);
-
-const isClock = (c: unknown): c is Clock =>
-  ["now", "sleep", "schedule"].every(
-    (m) => typeof (c as Record<string, unknown>)?.[m] === "function",
-  );
 
 const price: Rule<Price> = (v, name, x) => {
   const p = v.object(name, x);
@@ -164,11 +162,11 @@ function either<T>(is: (x: unknown) => x is T, allowed: string): Rule<T | object
 
 /** The one table of policy options: the key list and every check derive from it. */
 const SPEC = {
-  maxAttempts: opt.int(1, 3, true),
+  maxAttempts: opt.int({ min: 1, default: 3, infinite: true }),
   backoff: either(isBackoff, "a Backoff (an object with delay()) or backoff options"),
   retryAfter: opt.object({
-    maxMs: opt.num(0, MAX_DELAY_MS, 30_000),
-    jitterMs: opt.num(0, MAX_DELAY_MS, 10_000),
+    maxMs: opt.num({ max: MAX_DELAY_MS, default: 30_000 }),
+    jitterMs: opt.num({ max: MAX_DELAY_MS, default: 10_000 }),
     beyondMax: opt.oneOf(["give-up", "wait-max"] as const, "give-up"),
   }),
   attemptTimeoutMs: timeout,
@@ -185,10 +183,7 @@ const SPEC = {
     isLimiter,
     "a Limiter (a RateLimiter, or tryAcquire, acquire, observeHeaders, hold, headroom) or RateLimiter options",
   ),
-  clock: opt.any<Clock>(
-    isClock,
-    "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()",
-  ),
+  clock: opt.clock(),
   random: opt.fn<() => number>(),
   classify: opt.fn<ResolvedOptions["classify"]>(),
   model: opt.str(),
@@ -218,12 +213,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     parseOptions(v, SPEC, options);
   const time = clock ?? systemClock;
   const model = rest.model;
-  return Object.freeze({
-    ...rest,
-    backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
-    retryAfterMaxMs: retryAfter.maxMs,
-    retryAfterJitterMs: retryAfter.jitterMs,
-    retryAfterBeyondMax: retryAfter.beyondMax,
+  const parts = {
     budget: admissionOf(budget, time, random),
     breaker:
       isBreaker(breaker) || breaker === undefined
@@ -233,6 +223,15 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
       limiter === undefined || isLimiter(limiter)
         ? limiter
         : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions) }),
+  };
+  return Object.freeze({
+    ...rest,
+    backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
+    retryAfterMaxMs: retryAfter.maxMs,
+    retryAfterJitterMs: retryAfter.jitterMs,
+    retryAfterBeyondMax: retryAfter.beyondMax,
+    ...parts,
+    gates: gatesOf(parts),
     clock: time,
     random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],

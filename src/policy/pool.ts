@@ -33,11 +33,11 @@ export interface PoolOptions extends FallbackOptions {
 
 const SPEC = {
   deadlineMs: opt.ms(),
-  maxAttempts: opt.int(1, Number.POSITIVE_INFINITY, true),
+  maxAttempts: opt.int({ min: 1, default: Number.POSITIVE_INFINITY, infinite: true }),
   when: opt.fn<NonNullable<FallbackOptions["when"]>>(),
-  allowedFails: opt.int(0, 0),
-  cooldownMs: opt.num(0, 86_400_000, 5_000),
-  maxCooldownMs: opt.num(0, 86_400_000, 60_000),
+  allowedFails: opt.int({ default: 0 }),
+  cooldownMs: opt.num({ max: 86_400_000, default: 5_000 }),
+  maxCooldownMs: opt.num({ max: 86_400_000, default: 60_000 }),
 };
 
 /** One deployment's health: failures since its last success, cooldowns in a row, and the

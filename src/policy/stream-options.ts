@@ -1,4 +1,4 @@
-import type { PartialAnswer } from "../core/errors.ts";
+import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import { OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
@@ -15,6 +15,13 @@ export interface DiscardInfo<C> {
   readonly chunks: readonly C[];
   readonly error: unknown;
 }
+
+/** Opt-in continuation: after a stream broke once output reached the consumer, how to
+ * open a stream that goes on from what was shown (`partial`), or undefined to end it. */
+export type ContinueFrom<C> = (
+  partial: PartialResult<C>,
+  error: unknown,
+) => OpenStream<C> | undefined;
 
 /** What `policy.stream` takes for one stream. */
 export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[]> {
@@ -43,6 +50,13 @@ export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[
   /** Reads the answer so far from the chunks delivered, for a stream that breaks
    * (`partialOf(error).answer`); read only when asked for. */
   answer?: (chunks: readonly C[]) => PartialAnswer;
+  /** Opt-in continuation (mode "no-replay" only): when the stream breaks after output
+   * reached the consumer, return how to open a stream that goes on from it (the model
+   * asked to continue its own text) and the consumer reads one answer. It is a retry of
+   * the same call in every other respect: the failure must be retryable, and the
+   * attempts, the deadline, the gates and `onRetry` must allow it, after the backoff. Its
+   * chunks follow the ones shown; return undefined to end the stream as usual. */
+  continueFrom?: ContinueFrom<C>;
 }
 
 /** Opens one attempt's stream: handed the attempt's context, returns the provider's chunks. */
@@ -61,12 +75,13 @@ export interface ResolvedStream<C> {
   readonly idleMs: number;
   readonly totalMs: number;
   readonly answer: ((chunks: readonly C[]) => PartialAnswer) | undefined;
+  readonly continueFrom: ContinueFrom<C> | undefined;
   /** The checks on the whole answer (`validate`, `truncated`), when there are any. */
   readonly output: OutputOptions<readonly C[]> | undefined;
 }
 
 const MODES = ["no-replay", "buffer", "restart"] as const;
-const own = opt.ms(Number.NaN); // NaN: the policy's value
+const own = opt.ms({ default: Number.NaN }); // NaN: the policy's value
 
 const SPEC = {
   ...CALL_SPEC,
@@ -79,6 +94,7 @@ const SPEC = {
   idleTimeoutMs: own,
   totalTimeoutMs: own,
   answer: opt.fn<(chunks: readonly unknown[]) => PartialAnswer>(),
+  continueFrom: opt.fn<ContinueFrom<unknown>>(),
   ...OUTPUT_SPEC,
 } satisfies Record<keyof StreamOptions<unknown>, Rule<unknown>>;
 
@@ -99,6 +115,8 @@ export function resolveStream<C>(
       undefined,
       'a function when mode is "restart" (the UI must drop the partial answer first)',
     );
+  if (s.continueFrom !== undefined && s.mode !== "no-replay")
+    v.fail("continueFrom", s.continueFrom, 'absent unless mode is "no-replay" (a continuation goes on from what was shown)');
   return {
     inspect: s.inspect,
     usage: s.usage,
@@ -106,6 +124,7 @@ export function resolveStream<C>(
     mode: s.mode,
     onDiscard: s.onDiscard,
     answer: s.answer as ((chunks: readonly C[]) => PartialAnswer) | undefined,
+    continueFrom: s.continueFrom as ContinueFrom<C> | undefined,
     output:
       s.validate === undefined && s.truncated === undefined
         ? undefined

@@ -2,14 +2,12 @@ import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
-import type { Permit } from "../core/limiter.ts";
 import { checkOutput } from "../core/output.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
-import type { AttemptScope } from "./attempt-scope.ts";
+import { type Attempt, endGrants, type Grant, NO_GRANTS, type Reporter } from "./attempt.ts";
 import { Call, type FailOptions } from "./call.ts";
 import { reportHookError, runHook } from "./hooks.ts";
-import type { BreakerLease } from "./lease.ts";
 import type { ResolvedOptions } from "./options.ts";
 import {
   type OpenStream,
@@ -18,7 +16,13 @@ import {
   type StreamOptions,
 } from "./stream-options.ts";
 
-export type { DiscardInfo, OpenStream, StreamMode, StreamOptions } from "./stream-options.ts";
+export type {
+  ContinueFrom,
+  DiscardInfo,
+  OpenStream,
+  StreamMode,
+  StreamOptions,
+} from "./stream-options.ts";
 
 /** How a stream ended: its ledger and usage. */
 export interface StreamOutcome {
@@ -33,26 +37,24 @@ export interface StreamOutcome {
 
 const noop = () => {};
 
-/** What an attempt holds that must be let go if its stream is collected unread: the
- * source (an open HTTP response), the breaker's grant and the rate limiter's permit.
- * Never the stream itself. */
+/** What the attempt in flight holds that must be let go if its stream is collected unread:
+ * the source (an open HTTP response) and the attempt's grants (the breaker's probe slot,
+ * the rate limiter's permit). Never the stream itself, nor the attempt (whose timers and
+ * abort hook lead back to it). */
 interface Grip {
   source: AsyncIterator<unknown> | undefined;
-  lease: BreakerLease | undefined;
-  permit: Permit | undefined;
+  grants: readonly Grant[];
+  startedAt: number;
 }
 
+const UNOWNED: Reporter = { report: (hook, error) => reportHookError(undefined, hook, error) };
+
 /** A stream its consumer dropped mid-answer, with no timer left to cut it: closing the
- * source and freeing the breaker is all that remains (docs/architecture.md, rule 12). */
+ * source and ending the attempt's grants is all that remains (docs/architecture.md,
+ * rule 12). What the attempt spent is not known: the rate limiter keeps its permit whole. */
 const abandoned = new FinalizationRegistry<Grip>((grip) => {
   closeIterator(grip.source);
-  const error = grip.lease?.release("onNeutral");
-  if (error !== undefined) reportHookError(undefined, "breaker.onNeutral", error);
-  try {
-    grip.permit?.settle(); // kept whole: what the attempt spent is not known
-  } catch (e) {
-    reportHookError(undefined, "limiter.settle", e);
-  }
+  endGrants(grip.grants, { how: "left" }, grip.startedAt, UNOWNED);
 });
 
 /** What the slow path must do after a read: pull again, or handle a failure. */
@@ -77,35 +79,61 @@ function closeIterator(it: AsyncIterator<unknown> | undefined): void {
       .catch(noop);
 }
 
+/** One attempt's stream: its source and what it read. Each attempt gets a new one, so
+ * nothing is reset by hand between attempts. */
+class Reading<C> {
+  readonly attempt: Attempt;
+  source: AsyncIterator<C> | undefined;
+  contentSeen = false;
+  lastChunkAt = 0;
+  /** Chunks held back: before the first content, or all of them (buffer mode). */
+  held: C[] = [];
+  /** Held chunks released to the consumer, read from `outAt`. */
+  out: C[] = [];
+  outAt = 0;
+  /** Chunks that reached the consumer from this attempt. */
+  delivered: C[] = [];
+  input: number | undefined;
+  output: number | undefined;
+
+  constructor(attempt: Attempt) {
+    this.attempt = attempt;
+  }
+
+  get usage(): Usage | undefined {
+    if (this.input === undefined && this.output === undefined) return undefined;
+    return { inputTokens: this.input ?? 0, outputTokens: this.output ?? 0 };
+  }
+
+  flushHeld(): void {
+    this.out = this.held;
+    this.outAt = 0;
+    this.held = [];
+  }
+}
+
 /**
  * The provider's chunks under the policy (docs/architecture.md, rule 4): a failure before the first
  * content chunk reaches the consumer is retried; after it, nothing is replayed and the
- * iterator throws a `stream-interrupted` BreakwaterError carrying the partial result.
+ * iterator throws a `stream-interrupted` BreakwaterError carrying the partial result
+ * (unless the caller opted into a continuation, which is a retry of the same call).
  */
 export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** Resolves with the outcome, or rejects with the error the iterator threw. */
   readonly done: Promise<StreamOutcome>;
   readonly #call: Call;
   readonly #o: ResolvedOptions;
-  readonly #open: OpenStream<C>;
   readonly #s: ResolvedStream<C>;
-  readonly #grip: Grip = { source: undefined, lease: undefined, permit: undefined };
-  /** Aborted when the consumer leaves: ends a wait for the rate limiter at once. */
+  readonly #grip: Grip = { source: undefined, grants: NO_GRANTS, startedAt: 0 };
+  /** Opens the next attempt's stream: the caller's, or a continuation's. */
+  #open: OpenStream<C>;
+  /** Aborted when the consumer leaves: ends a wait at a gate at once. */
   #leaving: AbortController | undefined;
   #resolve!: (o: StreamOutcome) => void;
   #reject!: (e: unknown) => void;
-
-  #source: AsyncIterator<C> | undefined;
-  #scope: AttemptScope | undefined;
-  #attemptStart = 0;
-  #lastChunkAt = 0;
-  #contentSeen = false;
-  #held: C[] = [];
-  #out: C[] = [];
-  #outAt = 0;
-  #delivered: C[] = [];
-  #input: number | undefined;
-  #output: number | undefined;
+  #r: Reading<C> | undefined;
+  /** Chunks earlier attempts showed that a continuation goes on from. */
+  #shown: C[] = [];
   #succeeded = false;
   #finished = false;
   /** The slow path is driving the stream (opening, reading, deciding). */
@@ -141,20 +169,15 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
    * chunks) goes through the async slow path.
    */
   next(): Promise<IteratorResult<C>> {
-    const source = this.#source;
-    const scope = this.#scope;
-    if (
-      source === undefined ||
-      scope === undefined ||
-      this.#outAt < this.#out.length ||
-      this.#finished
-    ) {
+    const r = this.#r;
+    const source = r?.source;
+    if (source === undefined || r!.outAt < r!.out.length || this.#finished)
       return this.#slow(undefined);
-    }
-    if (!scope.abortable) return source.next().then(this.#onRead, this.#onReadError);
-    if (scope.aborted) return this.#slow(undefined);
+    const a = r!.attempt;
+    if (!a.abortable) return source.next().then(this.#onRead, this.#onReadError);
+    if (a.aborted) return this.#slow(undefined);
     // A timer or the caller's signal may cut this read. The handlers are made once per
-    // attempt (see #startAttempt) and ignore a late answer from an attempt already cut.
+    // attempt (see #bindReads) and ignore a late answer from an attempt already cut.
     const read = new Promise<IteratorResult<C>>(this.#holdRead);
     source.next().then(this.#onRaced, this.#onRacedError);
     return read;
@@ -170,7 +193,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   readonly #onRead = (r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> => {
     let step: IteratorResult<C> | Pending;
     try {
-      step = this.#step(r);
+      step = this.#step(this.#r!, r);
     } catch (error) {
       this.#finish(error);
       throw error;
@@ -190,26 +213,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#settled = undefined;
       if (settled) await this.#call.after(settled.f, settled.error, settled.more);
       for (;;) {
-        if (this.#finished) return { done: true, value: undefined };
-        if (this.#outAt < this.#out.length)
-          return { done: false, value: this.#deliver(this.#out[this.#outAt++]!) };
-        if (this.#succeeded) {
-          this.#finish(undefined, false);
-          return { done: true, value: undefined };
-        }
-        const source = this.#source;
-        if (source === undefined) {
-          await this.#startAttempt();
-          continue;
-        }
-        let step: IteratorResult<C> | Pending;
-        try {
-          step = this.#step(await this.#scope!.race(source.next()));
-        } catch (error) {
-          step = { failed: error };
-        }
-        if (step === AGAIN || step === ENDED || "failed" in step) await this.#act(step);
-        else return step;
+        const got = await this.#pull();
+        if (got !== AGAIN) return got;
       }
     } catch (error) {
       this.#finish(error);
@@ -219,6 +224,31 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
   }
 
+  /** One turn of the slow path: a chunk or the end for the consumer, or AGAIN. */
+  async #pull(): Promise<IteratorResult<C> | typeof AGAIN> {
+    if (this.#finished) return { done: true, value: undefined };
+    const r = this.#r;
+    if (r !== undefined && r.outAt < r.out.length)
+      return { done: false, value: this.#deliver(r, r.out[r.outAt++]!) };
+    if (this.#succeeded) {
+      this.#finish(undefined, false);
+      return { done: true, value: undefined };
+    }
+    if (r?.source === undefined) {
+      await this.#startAttempt();
+      return AGAIN;
+    }
+    let step: IteratorResult<C> | Pending;
+    try {
+      step = this.#step(r, await r.attempt.race(r.source.next()));
+    } catch (error) {
+      step = { failed: error };
+    }
+    if (step !== AGAIN && step !== ENDED && !("failed" in step)) return step;
+    await this.#act(step);
+    return AGAIN;
+  }
+
   /** What a step left for the slow path to do: check an ended answer, or book a failure. */
   async #act(pending: Pending): Promise<void> {
     if (pending === ENDED) await this.#attemptEnded();
@@ -226,64 +256,54 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   /** One read from the source: a chunk for the consumer, or what the slow path must do. */
-  #step(r: IteratorResult<C>): IteratorResult<C> | Pending {
-    if (r.done) {
+  #step(r: Reading<C>, read: IteratorResult<C>): IteratorResult<C> | Pending {
+    if (read.done) {
       if (this.#s.output !== undefined) return ENDED;
-      this.#attemptSucceeded();
+      this.#attemptSucceeded(r);
       return AGAIN;
     }
-    const chunk = r.value;
+    const chunk = read.value;
     if (this.#s.inspect !== undefined) {
-      const inBand = this.#inspect(chunk);
+      const inBand = this.#hook("inspect", this.#s.inspect, chunk, undefined);
       if (inBand !== undefined) return { failed: inBand };
     }
-    if (this.#s.usage !== undefined) this.#noteUsage(chunk);
-    if (!this.#contentSeen) {
-      if (this.#s.isContent !== undefined && !this.#isContent(chunk)) {
-        this.#held.push(chunk);
+    if (this.#s.usage !== undefined) this.#noteUsage(r, chunk);
+    if (!r.contentSeen) {
+      if (this.#s.isContent !== undefined && !this.#hook("isContent", this.#s.isContent, chunk, true)) {
+        r.held.push(chunk);
         return AGAIN;
       }
-      this.#contentSeen = true;
-      this.#call.firstContent();
-      if (this.#s.idleMs !== Number.POSITIVE_INFINITY) this.#lastChunkAt = this.#o.clock.now();
-      this.#armWatchdog();
+      r.contentSeen = true;
+      r.attempt.firstContent();
+      if (this.#s.idleMs !== Number.POSITIVE_INFINITY) r.lastChunkAt = this.#o.clock.now();
+      this.#armWatchdog(r);
     } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY && this.#isContentOnce(chunk)) {
       // Only content resets the idle timer: a stalled answer behind pings, SSE comments or
       // usage-only chunks still times out (docs/architecture.md, rule 4).
-      this.#lastChunkAt = this.#o.clock.now();
+      r.lastChunkAt = this.#o.clock.now();
     }
-    if (this.#s.mode === "buffer" || this.#held.length > 0) {
-      this.#held.push(chunk);
-      if (this.#s.mode !== "buffer") this.#flushHeld();
+    if (this.#s.mode === "buffer" || r.held.length > 0) {
+      r.held.push(chunk);
+      if (this.#s.mode !== "buffer") r.flushHeld();
       return AGAIN;
     }
-    this.#delivered.push(chunk);
+    r.delivered.push(chunk);
     return { done: false, value: chunk };
   }
 
-  /** The caller's `inspect`: one that throws reads as a normal chunk, reported. */
-  #inspect(chunk: C): unknown {
+  /** Runs one of the caller's per-chunk hooks: one that throws reads as `fallback`, reported. */
+  #hook<R>(name: string, fn: (chunk: C) => R, chunk: C, fallback: R): R {
     try {
-      return this.#s.inspect!(chunk);
+      return fn(chunk);
     } catch (error) {
-      reportHookError(this.#call, "inspect", error);
-      return undefined;
+      reportHookError(this.#call, name, error);
+      return fallback;
     }
   }
 
   /** Whether a chunk after the first content is content too: with no `isContent`, all are. */
   #isContentOnce(chunk: C): boolean {
-    return this.#s.isContent === undefined || this.#isContent(chunk);
-  }
-
-  /** The caller's `isContent`: one that throws reads as content, reported. */
-  #isContent(chunk: C): boolean {
-    try {
-      return this.#s.isContent!(chunk);
-    } catch (error) {
-      reportHookError(this.#call, "isContent", error);
-      return true;
-    }
+    return this.#s.isContent === undefined || this.#hook("isContent", this.#s.isContent, chunk, true);
   }
 
   /** The consumer stopped (break out of for-await): close the source, keep no timer. An
@@ -291,8 +311,11 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   async return(): Promise<IteratorResult<C>> {
     if (!this.#finished) {
       const stoppedEarly = !this.#succeeded;
-      if (stoppedEarly && this.#scope)
-        this.#call.succeed(this.#attemptUsage(), this.#contentSeen ? "onSuccess" : "onNeutral");
+      const r = this.#r;
+      if (stoppedEarly && r !== undefined && !r.attempt.ended) {
+        this.#call.succeed(r.usage, !r.contentSeen);
+        this.#released();
+      }
       this.#finish(undefined, stoppedEarly);
     }
     return { done: true, value: undefined };
@@ -304,33 +327,27 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     throw error;
   }
 
-  #deliver(chunk: C): C {
-    this.#delivered.push(chunk);
+  #deliver(r: Reading<C>, chunk: C): C {
+    r.delivered.push(chunk);
     return chunk;
-  }
-
-  #flushHeld() {
-    this.#out = this.#held;
-    this.#outAt = 0;
-    this.#held = [];
   }
 
   /** The read handlers of one attempt: made once per attempt, they ignore a late answer
    * from an attempt already cut; a cut while nobody reads is settled at once. */
-  #bindReads(scope: AttemptScope): void {
+  #bindReads(a: Attempt): void {
     this.#onRaced = (r) => {
       const resolve = this.#pendingRead;
-      if (scope.aborted || resolve === undefined) return;
+      if (a.aborted || resolve === undefined) return;
       this.#pendingRead = undefined;
       resolve(this.#onRead(r));
     };
     this.#onRacedError = (e) => {
       const resolve = this.#pendingRead;
-      if (scope.aborted || resolve === undefined) return;
+      if (a.aborted || resolve === undefined) return;
       this.#pendingRead = undefined;
       resolve(this.#onReadError(e));
     };
-    scope.setAbortHook((reason) => {
+    a.setAbortHook((reason) => {
       const resolve = this.#pendingRead;
       this.#pendingRead = undefined;
       if (resolve !== undefined) resolve(this.#onReadError(reason));
@@ -339,31 +356,29 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   async #startAttempt(): Promise<void> {
-    const gate = this.#call.gate(() => (this.#leaving ??= new AbortController()).signal);
-    if (gate !== undefined) {
-      await gate;
-      // The consumer left during the wait: nothing was sent, the permit goes back.
-      if (this.#finished) return this.#call.abandon(false);
-    }
-    this.#grip.permit = this.#call.permit;
-    const scope = this.#call.begin(true);
-    this.#scope = scope;
-    this.#grip.lease = this.#call.lease;
-    if (this.#call.attempt === 1) abandoned.register(this, this.#grip, this.#grip);
-    this.#bindReads(scope);
-    this.#attemptStart = this.#o.clock.now();
-    this.#armWatchdog();
+    const begun = this.#call.begin(() => (this.#leaving ??= new AbortController()).signal);
+    const a = begun instanceof Promise ? await begun : begun;
+    // The consumer left during a wait at a gate: nothing was sent, the grants go back.
+    if (this.#finished) return this.#call.abandon(false);
+    const r = new Reading<C>(a);
+    this.#r = r;
+    const grip = this.#grip;
+    grip.grants = a.grants;
+    grip.startedAt = a.startedAt;
+    if (a.attempt === 1) abandoned.register(this, grip, grip);
+    this.#bindReads(a);
+    this.#armWatchdog(r);
     let opening: Promise<AsyncIterable<C>>;
     try {
-      opening = Promise.resolve(this.#call.run(() => this.#open(scope)));
+      opening = Promise.resolve(a.run(this.#open));
     } catch (error) {
       await this.#attemptFailed(error);
       return;
     }
     try {
-      const iterable = await scope.race(opening);
-      this.#source = iterable[Symbol.asyncIterator]();
-      this.#grip.source = this.#source;
+      const iterable = await a.race(opening);
+      r.source = iterable[Symbol.asyncIterator]();
+      grip.source = r.source;
     } catch (error) {
       opening.then((late) => closeIterator(late?.[Symbol.asyncIterator]?.()), noop);
       await this.#attemptFailed(error);
@@ -373,18 +388,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** One timer per attempt: the nearest of deadline, total cap, and first-token (before
    * content) or idle (after). The idle timer re-checks when it fires instead of being
    * re-armed on every chunk: a chunk costs one clock read, not a timer. */
-  #armWatchdog() {
+  #armWatchdog(r: Reading<C>) {
     const now = this.#o.clock.now();
-    const next = this.#nextLimit();
-    const scope = this.#scope!;
+    const next = this.#nextLimit(r);
     if (next.by === "idle") {
-      scope.arm(
-        next.at - now,
-        "idle",
-        () => this.#lastChunkAt + this.#s.idleMs - this.#o.clock.now(),
-      );
+      r.attempt.arm(next.at - now, "idle", () => r.lastChunkAt + this.#s.idleMs - this.#o.clock.now());
     } else {
-      scope.arm(
+      r.attempt.arm(
         next.at === Number.POSITIVE_INFINITY ? next.at : Math.max(0, next.at - now),
         next.by,
       );
@@ -393,12 +403,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /** The nearest of the call's deadline, the total cap, and first-token (before content)
    * or idle (after); the deadline wins a tie. */
-  #nextLimit(): Limit {
-    const start = this.#attemptStart;
+  #nextLimit(r: Reading<C>): Limit {
+    const start = r.attempt.startedAt;
     const total: Limit = { at: start + this.#s.totalMs, by: "total" };
-    if (this.#contentSeen)
+    if (r.contentSeen)
       return earliest<TimeoutCause>(this.#call.deadline, total, {
-        at: this.#lastChunkAt + this.#s.idleMs,
+        at: r.lastChunkAt + this.#s.idleMs,
         by: "idle",
       });
     return earliest<TimeoutCause>(
@@ -410,36 +420,32 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   /** The caller's `usage` reader: one that throws reads as no usage, reported. */
-  #noteUsage(chunk: C) {
-    let u: Partial<Usage> | undefined;
-    try {
-      u = this.#s.usage!(chunk);
-    } catch (error) {
-      reportHookError(this.#call, "usage", error);
-      return;
-    }
+  #noteUsage(r: Reading<C>, chunk: C) {
+    const u = this.#hook("usage", this.#s.usage!, chunk, undefined);
     if (u === undefined || u === null) return;
-    if (typeof u.inputTokens === "number") this.#input = u.inputTokens;
-    if (typeof u.outputTokens === "number") this.#output = u.outputTokens;
+    if (typeof u.inputTokens === "number") r.input = u.inputTokens;
+    if (typeof u.outputTokens === "number") r.output = u.outputTokens;
   }
 
-  #attemptUsage(): Usage | undefined {
-    if (this.#input === undefined && this.#output === undefined) return undefined;
-    return { inputTokens: this.#input ?? 0, outputTokens: this.#output ?? 0 };
+  /** The attempt ended: its grants are no longer the cleanup's to end. */
+  #released(): void {
+    this.#grip.grants = NO_GRANTS;
+    this.#grip.source = undefined;
   }
 
-  #attemptSucceeded() {
-    this.#scope?.end();
-    this.#call.succeed(this.#attemptUsage());
+  #attemptSucceeded(r: Reading<C>) {
+    this.#call.succeed(r.usage);
+    this.#released();
     this.#succeeded = true;
-    this.#source = undefined;
-    if (this.#s.mode === "buffer" || this.#held.length > 0) this.#flushHeld();
+    r.source = undefined;
+    if (this.#s.mode === "buffer" || r.held.length > 0) r.flushHeld();
   }
 
-  /** The answer is whole: checked (truncated, `validate`) before it counts as one. */
+  /** The answer is whole: checked (truncated, `validate`) before it counts (rule 11). */
   async #attemptEnded(): Promise<void> {
-    const bad = await checkOutput([...this.#delivered, ...this.#held], this.#s.output!);
-    if (bad === undefined) this.#attemptSucceeded();
+    const r = this.#r!;
+    const bad = await checkOutput([...this.#shown, ...r.delivered, ...r.held], this.#s.output!);
+    if (bad === undefined) this.#attemptSucceeded(r);
     else await this.#attemptFailed(bad);
   }
 
@@ -451,43 +457,44 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** Closes the failed attempt and books it; what follows (retry or give up) is for the
    * reader to do. */
   #settleAttempt(error: unknown): Settled {
-    closeIterator(this.#source);
-    this.#source = undefined;
-    this.#grip.source = undefined;
-    const usage = this.#attemptUsage();
-    const delivered = this.#delivered;
-    const emitted = delivered.length > 0;
-    const partial = emitted
-      ? partialResult(delivered, usage, this.#s.answer, this.#call)
-      : undefined;
-    this.#resetAttempt();
-    let more: FailOptions = { usage };
-    if (emitted && this.#s.mode === "restart") {
-      const attempt = this.#call.attempt;
-      const onDiscard = this.#s.onDiscard!;
-      more = { usage, partial, beforeWait: () => onDiscard({ attempt, chunks: delivered, error }) };
-    } else if (emitted) {
-      more = { usage, partial, retry: false };
+    const r = this.#r!;
+    closeIterator(r.source);
+    r.source = undefined;
+    const usage = r.usage;
+    const shown = r.delivered.length > 0 ? [...this.#shown, ...r.delivered] : this.#shown;
+    const more = this.#afterBreak(error, shown, r, usage);
+    const f = this.#call.settle(error, more);
+    this.#released();
+    this.#r = undefined; // chunks it held back go with it
+    return { f, error, more };
+  }
+
+  /** What a failure means once output was shown: nothing (none was), a give-up with the
+   * partial answer (no-replay), a retry after `onDiscard` (restart), or a continuation
+   * (a retry that goes on from what was shown). */
+  #afterBreak(error: unknown, shown: C[], r: Reading<C>, usage: Usage | undefined): FailOptions {
+    if (shown.length === 0) return { usage };
+    const s = this.#s;
+    const partial = partialResult(shown, usage, s.answer, this.#call);
+    if (s.mode === "restart") {
+      const info = { attempt: r.attempt.attempt, chunks: r.delivered, error };
+      return { usage, partial, beforeWait: () => s.onDiscard!(info) };
     }
-    return { f: this.#call.settle(error, more), error, more };
+    const next =
+      s.continueFrom === undefined
+        ? undefined
+        : runHook(this.#call, "continueFrom", () => s.continueFrom!(partial, error), undefined);
+    if (next === undefined) return { usage, partial, retry: false };
+    this.#shown = shown;
+    this.#open = next;
+    return { usage, partial };
   }
 
   /** A timer or the caller cut the attempt while nobody was reading: let go of the
-   * source, the timer, the listener and the breaker now, not at the next read. */
+   * source, the timer, the listener and the grants now, not at the next read. */
   #cutWhileIdle(reason: unknown): void {
-    if (this.#finished || this.#source === undefined) return;
+    if (this.#finished || this.#r?.source === undefined) return;
     this.#settled = this.#settleAttempt(reason);
-  }
-
-  #resetAttempt() {
-    this.#scope = undefined;
-    this.#contentSeen = false;
-    this.#held = [];
-    this.#out = [];
-    this.#outAt = 0;
-    this.#delivered = [];
-    this.#input = undefined;
-    this.#output = undefined;
   }
 
   #finish(error: unknown, stopped = false) {
@@ -495,16 +502,17 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#finished = true;
     this.#leaving?.abort();
     this.#call.abandon(); // what an attempt still open holds; a no-op once it ended
-    closeIterator(this.#source);
-    this.#source = undefined;
-    this.#grip.source = undefined;
+    this.#released();
+    closeIterator(this.#r?.source);
+    if (this.#r) this.#r.source = undefined;
     abandoned.unregister(this.#grip);
     if (error !== undefined) {
       this.#reject(error);
       return;
     }
     const ledger = this.#call.ledger;
-    this.#resolve({ ledger, usage: ledger.usage, chunks: this.#delivered.length, stopped });
+    const chunks = this.#shown.length + (this.#r?.delivered.length ?? 0);
+    this.#resolve({ ledger, usage: ledger.usage, chunks, stopped });
   }
 }
 

@@ -52,27 +52,25 @@ const INF = Number.POSITIVE_INFINITY;
 const PROCESS_OWNER = `process-${globalThis.crypto.randomUUID()}`;
 /** The parent of the run `child` is building (a constructor has no private parameter). */
 let spawning: Run | undefined;
-const isClock = (c: unknown) =>
-  typeof (c as Clock)?.now === "function" && typeof (c as Clock)?.schedule === "function";
 const isJournal = (j: unknown) =>
   typeof (j as Journal)?.get === "function" && typeof (j as Journal)?.put === "function";
 
 const SPEC = {
   id: opt.str(),
   deadlineMs: opt.ms(),
-  maxAttempts: opt.int(1, INF, true),
-  maxTokens: opt.int(1, INF, true),
-  maxRetryShare: opt.num(0, 1, 1),
-  maxToolFailures: opt.int(1, INF, true),
-  callShare: opt.num(0.01, 1, 0.8),
-  clock: opt.any<Clock>(isClock, "a Clock (now, sleep, schedule)"),
+  maxAttempts: opt.int({ min: 1, default: INF, infinite: true }),
+  maxTokens: opt.int({ min: 1, default: INF, infinite: true }),
+  maxRetryShare: opt.num({ max: 1, default: 1 }),
+  maxToolFailures: opt.int({ min: 1, default: INF, infinite: true }),
+  callShare: opt.num({ min: 0.01, max: 1, default: 0.8 }),
+  clock: opt.clock(),
   journal: opt.any<Journal>(
     isJournal,
     "a Journal (get, put, steps), e.g. new MemoryJournal() or new SqliteJournal(file)",
   ),
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
   owner: opt.str(),
-  leaseMs: opt.ms(60_000),
+  leaseMs: opt.ms({ default: 60_000 }),
 } satisfies Record<keyof RunOptions, unknown>;
 
 /**

@@ -147,7 +147,7 @@ const SPEC = {
   readResult: opt.fn<(value: unknown) => ResultVerdict>(),
   errors: opt.oneOf(["envelope", "throw"] as const, "envelope"),
   run: opt.any<GuardToolSpec<unknown>["run"]>(isRunOrFn, "a Run, or a function returning one"),
-  retryLaterMs: opt.num(0, Number.MAX_SAFE_INTEGER, 30_000),
+  retryLaterMs: opt.num({ default: 30_000 }),
 } satisfies Record<keyof GuardToolSpec<unknown>, Rule<unknown>>;
 
 /** The policy the guard retries with: the one given, or one built from the spec's parts. */

@@ -1,0 +1,257 @@
+import { type AbortWatcher, type Unwatch, watchAbort } from "../core/abort.ts";
+import type { Cancel, Clock } from "../core/clock.ts";
+import { attemptCause, attemptMs, type Deadline, type TimeoutCause } from "../core/deadline.ts";
+import { AttemptTimeoutError } from "../core/errors.ts";
+import type { Failure } from "../core/failure.ts";
+import type { Usage } from "../core/usage.ts";
+import type { AttemptWatch } from "./observer.ts";
+
+/** How an attempt ended, as every gate it passed is told (docs/architecture.md, "The
+ * grant protocol"). */
+export type AttemptEnd =
+  /** The upstream answered, and the answer counts. */
+  | { readonly how: "ok"; readonly usage?: Partial<Usage> | undefined }
+  /** The attempt failed, classified. */
+  | { readonly how: "failed"; readonly failure: Failure; readonly usage?: Partial<Usage> }
+  /** It was sent and ended with no verdict on the upstream: a consumer who left, a stream
+   * collected unread, a hook that failed. */
+  | { readonly how: "left"; readonly usage?: Partial<Usage> | undefined }
+  /** It never went out (a later gate refused it, or the caller left while it waited). */
+  | { readonly how: "unsent" };
+
+/** Takes what a hook or gate supplied by the user threw: kept on the ledger and warned
+ * about, it never changes the outcome (rule 12). */
+export interface Reporter {
+  report(hook: string, error: unknown): void;
+}
+
+/**
+ * What an attempt holds from one gate it passed (the breaker's probe slot, the rate
+ * limiter's permit, the admission's count). Ended exactly once, by the attempt, whichever
+ * way it ends. A grant never references the attempt or its stream, so a stream collected
+ * unread can still end it.
+ */
+export interface Grant {
+  end(how: AttemptEnd, startedAt: number, reporter: Reporter): void;
+}
+
+/** The grants of an attempt that passed no gate holding anything. */
+export const NO_GRANTS: readonly Grant[] = Object.freeze([]);
+
+/** What an attempt needs of its call. */
+export interface AttemptOwner extends Reporter {
+  readonly clock: Clock;
+  /** The caller's signal. */
+  readonly signal: AbortSignal | undefined;
+  /** The call's deadline (rule 6). */
+  readonly deadline: Deadline;
+  /** Each attempt's own timeout (Infinity: none). */
+  readonly attemptTimeoutMs: number;
+  /** Watch the caller's signal weakly: a stream's consumer may abandon it. */
+  readonly weak: boolean;
+}
+
+/** Ends every grant in `grants` once: what an attempt, or a stream collected unread, runs. */
+export function endGrants(
+  grants: readonly Grant[],
+  how: AttemptEnd,
+  startedAt: number,
+  reporter: Reporter,
+): void {
+  for (const g of grants) g.end(how, startedAt, reporter);
+}
+
+/**
+ * One attempt of a call: its scope (one signal, one timer), its start, the observer's
+ * watch and one grant from each gate it passed. `end(how)` releases all of it exactly
+ * once, whichever way the attempt ends (rule 12): settled, cut by a timer or the caller, a
+ * consumer who left. It is also the context the operation is handed (`AttemptContext`).
+ *
+ * The AbortController is made only when someone reads `signal`: on the success path of a
+ * call with nothing to abort it, that is most of the overhead.
+ */
+export class Attempt implements AbortWatcher {
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** The call's deadline as a time on the policy's clock (Infinity when none). */
+  readonly deadline: number;
+  /** Time this attempt may take: min(attempt timeout, call deadline, run share). */
+  readonly remainingMs: number;
+  /** When it started, on the policy's clock. */
+  readonly startedAt: number;
+  readonly #owner: AttemptOwner;
+  #grants: readonly Grant[];
+  #watch: AttemptWatch | undefined;
+  #controller: AbortController | undefined;
+  #cancelTimer: Cancel | undefined;
+  #timedOut: AttemptTimeoutError | undefined;
+  #aborted = false;
+  #ended = false;
+  #reason: unknown;
+  #rejectRace: ((e: unknown) => void) | undefined;
+  #onAbortHook: ((e: unknown) => void) | undefined;
+  #unwatch: Unwatch | undefined;
+
+  /** Attempt `n` of `owner`'s call, started at `startedAt` with the grants of the gates it
+   * passed; its window is its own timeout or what is left of the deadline (rule 6). */
+  constructor(owner: AttemptOwner, n: number, startedAt: number, grants: readonly Grant[]) {
+    this.attempt = n;
+    this.startedAt = startedAt;
+    const deadline = owner.deadline;
+    this.deadline = deadline.at;
+    this.#owner = owner;
+    this.#grants = grants;
+    const caller = owner.signal;
+    if (caller !== undefined) this.#unwatch = watchAbort(caller, this, owner.weak);
+    const ms = attemptMs(startedAt, owner.attemptTimeoutMs, deadline);
+    this.remainingMs = ms;
+    if (ms !== Number.POSITIVE_INFINITY)
+      this.arm(ms, attemptCause(startedAt, owner.attemptTimeoutMs, deadline));
+  }
+
+  /** The grants this attempt holds until it ends (a stream hands them to its cleanup for
+   * the case it is collected unread). */
+  get grants(): readonly Grant[] {
+    return this.#grants;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Set when one of our timers cut the attempt. */
+  get timedOut(): AttemptTimeoutError | undefined {
+    return this.#timedOut;
+  }
+
+  get callerAborted(): boolean {
+    return this.#owner.signal?.aborted === true;
+  }
+
+  /** The attempt is over for us (ended, or its consumer left). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Watched by the observer: runs the operation in its context, hears first content. */
+  watch(w: AttemptWatch | undefined): void {
+    this.#watch = w;
+  }
+
+  /** Hands the observer's watch over once the ledger recorded the attempt. */
+  takeWatch(): AttemptWatch | undefined {
+    const w = this.#watch;
+    this.#watch = undefined;
+    return w;
+  }
+
+  /** Runs the attempt's operation, handed this attempt as its context: inside the
+   * observer's context when one watches (so the SDK's HTTP spans nest under it). */
+  run<T>(operation: (context: this) => T): T {
+    const w = this.#watch;
+    return w === undefined ? operation(this) : w.run(() => operation(this));
+  }
+
+  /** A stream's first content came (for the observer's time to first token). */
+  firstContent(): void {
+    const w = this.#watch;
+    if (w?.firstContent === undefined) return;
+    try {
+      w.firstContent();
+    } catch (error) {
+      this.#owner.report("observe", error);
+    }
+  }
+
+  /** (Re)arms the one timer: an attempt timeout, a deadline, or a stream's watchdog.
+   * When it fires, `recheck` may return a positive number of ms to wait again instead
+   * (an idle timer that saw progress since it was armed). */
+  arm(ms: number, by: TimeoutCause, recheck?: () => number): void {
+    this.#cancelTimer?.();
+    if (ms === Number.POSITIVE_INFINITY) {
+      this.#cancelTimer = undefined;
+      return;
+    }
+    this.#cancelTimer = this.#owner.clock.schedule(ms, () => {
+      const again = recheck?.() ?? 0;
+      if (again > 0) this.arm(again, by, recheck);
+      else this.abortWith(new AttemptTimeoutError(by, ms));
+    });
+  }
+
+  abortWith(error: AttemptTimeoutError): void {
+    if (this.#aborted) return;
+    this.#timedOut = error;
+    this.#abort(error);
+  }
+
+  #abort(reason: unknown) {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    // Settle our side first, and let the operation's own teardown (an HTTP client
+    // aborting its request can take most of a millisecond) run after the caller has
+    // its answer.
+    this.#rejectRace?.(reason);
+    this.#onAbortHook?.(reason);
+    const controller = this.#controller;
+    if (controller) setImmediate(() => controller.abort(reason));
+  }
+
+  /** True when something (a timer, the caller's signal) can abort this attempt. */
+  get abortable(): boolean {
+    return this.#cancelTimer !== undefined || this.#owner.signal !== undefined;
+  }
+
+  /** The caller's signal aborted. */
+  onAbort(reason: unknown): void {
+    this.#abort(reason);
+  }
+
+  /** Sets the one callback run when the attempt aborts (a stream's pending read). */
+  setAbortHook(hook: (reason: unknown) => void): void {
+    this.#onAbortHook = hook;
+  }
+
+  /** Settles with `p`, or rejects as soon as the attempt aborts (an operation that
+   * ignores its signal must not hold the call past its deadline). */
+  race<T>(p: Promise<T>): Promise<T> {
+    if (this.#aborted) {
+      p.catch(() => {});
+      return Promise.reject(this.#reason);
+    }
+    if (this.#cancelTimer === undefined && this.#owner.signal === undefined) return p; // nothing can abort it
+    return new Promise<T>((resolve, reject) => {
+      this.#rejectRace = reject;
+      p.then(resolve, reject);
+    });
+  }
+
+  /** Stops the timer and the caller's listener; the grants stay until `end`. */
+  close(): void {
+    this.#ended = true;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
+    this.#rejectRace = undefined;
+    this.#onAbortHook = undefined;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
+  }
+
+  /** The attempt is over: its timer, listener and every grant are released, once. */
+  end(how: AttemptEnd): void {
+    this.close();
+    const grants = this.#grants;
+    if (grants.length === 0) return;
+    this.#grants = NO_GRANTS;
+    endGrants(grants, how, this.startedAt, this.#owner);
+  }
+}

@@ -1,0 +1,242 @@
+import type { Breaker } from "../core/breaker.ts";
+import type { Admission } from "../core/budget.ts";
+import type { GiveUpReason } from "../core/errors.ts";
+import { type Failure, KINDS } from "../core/failure.ts";
+import { type Cost, type Limiter, type Permit, RateLimitWaitError } from "../core/limiter.ts";
+import { isA } from "../core/safe.ts";
+import type { AttemptEnd, Grant, Reporter } from "./attempt.ts";
+
+/** What a gate is asked for one attempt. */
+export interface GateRequest {
+  /** What the attempt is expected to spend (the rate limiter's estimate). */
+  readonly cost: Cost;
+  /** The run tree the call belongs to (fairness, per-run caps). */
+  readonly group: object | undefined;
+  /** Higher goes first in a queue. */
+  readonly priority: number;
+  /** A wait may not pass this time on the policy's clock. */
+  readonly deadlineAt: number;
+  /** Ends a wait at once: the caller's abort, or a stream's consumer leaving. */
+  readonly signal: AbortSignal | undefined;
+  readonly reporter: Reporter;
+}
+
+/** A gate refused an attempt or a retry: the call gives up with `reason`. */
+export class Refusal {
+  readonly reason: GiveUpReason;
+  /** How long the attempt would have had to wait (the rate limiter's). */
+  readonly waitMs: number | undefined;
+  /** The gate's own error, if it gave one. */
+  readonly cause: unknown;
+  constructor(reason: GiveUpReason, waitMs?: number, cause?: unknown) {
+    this.reason = reason;
+    this.waitMs = waitMs;
+    this.cause = cause;
+  }
+}
+
+/**
+ * One of the shared gates an attempt passes (docs/architecture.md, "The grant protocol"):
+ * the breaker, the rate limiter, the admission. Each adapts a public interface (`Breaker`,
+ * `Limiter`, `Admission`) to grants, and runs the user's code behind `report`: a gate
+ * that throws never changes an outcome (rule 12).
+ */
+export interface Gate {
+  /** A grant for the attempt now, or a wait for one (within `deadlineAt`). Throws (or
+   * rejects with) a `Refusal`; a wait also rejects with the signal's reason. */
+  enter(req: GateRequest): Grant | Promise<Grant>;
+  /** Before a retry is sent: undefined admits it, a Refusal gives the call up (rule 1). */
+  admit?(failure: Failure, r: Reporter): Refusal | undefined;
+  /** A retry this gate admitted will not be sent (an `onRetry` veto). */
+  refund?(r: Reporter): void;
+  /** Set when `enter` always grants this, at once: the attempt's grants need no list. */
+  readonly always?: Grant;
+}
+
+/** Runs a user-supplied gate's method; what it throws is reported and `fallback` stands in. */
+function guard<T>(r: Reporter, hook: string, fn: () => T, fallback: T): T {
+  try {
+    return fn();
+  } catch (error) {
+    r.report(hook, error ?? new Error(`${hook} threw`));
+    return fallback;
+  }
+}
+
+const CIRCUIT_OPEN = new Refusal("circuit-open");
+const BUDGET = new Refusal("budget");
+type Verdict = "onSuccess" | "onFailure" | "onNeutral";
+
+/** The breaker: refuses attempts while open (outside the retry loop, rule 5), hears how
+ * each attempt it let through ended; a failure that says nothing of the upstream (a
+ * cancellation, a bad request) is neutral. */
+export class BreakerGate implements Gate, Grant {
+  readonly #breaker: Breaker;
+  constructor(breaker: Breaker) {
+    this.#breaker = breaker;
+  }
+
+  enter(req: GateRequest): Grant {
+    // A breaker that throws lets the attempt go: a broken gate must not stop all traffic.
+    const b = this.#breaker;
+    if (!guard(req.reporter, "breaker.tryAcquire", () => b.tryAcquire(), true)) throw CIRCUIT_OPEN;
+    return this;
+  }
+
+  admit(_f: Failure, r: Reporter): Refusal | undefined {
+    const b = this.#breaker;
+    return guard(r, "breaker.state", () => b.state, "closed") === "open"
+      ? CIRCUIT_OPEN
+      : undefined;
+  }
+
+  end(how: AttemptEnd, _at: number, r: Reporter): void {
+    const v: Verdict =
+      how.how === "ok"
+        ? "onSuccess"
+        : how.how === "failed" && KINDS[how.failure.kind].upstream
+          ? "onFailure"
+          : "onNeutral";
+    const b = this.#breaker;
+    guard(r, `breaker.${v}`, () => b[v](), undefined);
+  }
+}
+
+/** The admission: every attempt's outcome is counted; a retry asks it for a token. */
+export class AdmissionGate implements Gate, Grant {
+  readonly #admission: Admission;
+  readonly always: Grant = this;
+  constructor(admission: Admission) {
+    this.#admission = admission;
+  }
+
+  enter(): Grant {
+    return this;
+  }
+
+  admit(f: Failure, r: Reporter): Refusal | undefined {
+    // An admission that throws refuses: when in doubt, protect the upstream.
+    const a = this.#admission;
+    return guard(r, "budget.tryAcquire", () => a.tryAcquire(f), false) ? undefined : BUDGET;
+  }
+
+  refund(r: Reporter): void {
+    const a = this.#admission;
+    if (a.refund !== undefined) guard(r, "budget.refund", () => a.refund!(), undefined);
+  }
+
+  end(how: AttemptEnd, at: number, r: Reporter): void {
+    const a = this.#admission;
+    if (how.how === "ok") guard(r, "budget.onSuccess", () => a.onSuccess(at), undefined);
+    else if (how.how === "failed" && a.onFailure !== undefined)
+      guard(r, "budget.onFailure", () => a.onFailure!(how.failure, at), undefined);
+  }
+}
+
+const NO_PERMIT: Permit = { settle: () => {}, cancel: () => {} };
+
+/** The rate limiter's permit for one attempt: settled with what the attempt spent (a
+ * failure with no usage keeps its input), or cancelled whole when it was never sent; a
+ * 429 with a wait holds everyone sharing the limiter (rule 16). */
+class PermitGrant implements Grant {
+  readonly #limiter: Limiter;
+  readonly #permit: Permit;
+  constructor(limiter: Limiter, permit: Permit) {
+    this.#limiter = limiter;
+    this.#permit = permit;
+  }
+
+  end(how: AttemptEnd, _at: number, r: Reporter): void {
+    const p = this.#permit;
+    if (how.how === "unsent") guard(r, "limiter.cancel", () => p.cancel(), undefined);
+    else {
+      const usage = how.how === "failed" ? (how.usage ?? {}) : how.usage;
+      guard(r, "limiter.settle", () => p.settle(usage), undefined);
+    }
+    if (how.how !== "failed") return;
+    const ms = how.failure.retryAfterMs;
+    const limiter = this.#limiter;
+    if (how.failure.kind === "rate_limited" && ms !== undefined)
+      guard(r, "limiter.hold", () => limiter.hold(ms), undefined);
+  }
+}
+
+/** The rate limiter: a permit before every attempt, at once or after a wait within the
+ * deadline; refused with `rate-limit-wait` when the deadline cannot be met (rule 16). A
+ * limiter that fails otherwise lets the call go: a broken gate must not stop all traffic. */
+export class LimiterGate implements Gate {
+  readonly #limiter: Limiter;
+  constructor(limiter: Limiter) {
+    this.#limiter = limiter;
+  }
+
+  enter(req: GateRequest): Grant | Promise<Grant> {
+    const limiter = this.#limiter;
+    const take = () => limiter.tryAcquire(req.cost, req.group);
+    const now = guard(req.reporter, "limiter.tryAcquire", take, NO_PERMIT);
+    if (now !== undefined) return new PermitGrant(limiter, now);
+    const wait = {
+      deadlineAt: req.deadlineAt,
+      signal: req.signal,
+      priority: req.priority,
+      group: req.group,
+    };
+    return Promise.resolve()
+      .then(() => limiter.acquire(req.cost, wait))
+      .then(
+        (p) => new PermitGrant(limiter, p),
+        (e: unknown) => {
+          if (isA(e, RateLimitWaitError)) throw new Refusal("rate-limit-wait", e.waitMs, e);
+          if (req.signal?.aborted) throw e;
+          req.reporter.report("limiter.acquire", e);
+          return new PermitGrant(limiter, NO_PERMIT);
+        },
+      );
+  }
+}
+
+/** A policy's gates, in the order an attempt passes them: the rate limiter (it may wait),
+ * then the breaker, then the admission. */
+export class Gates {
+  readonly list: readonly Gate[];
+  /** When no gate can refuse or wait: the grants every attempt holds, made once. */
+  readonly fixed: readonly Grant[] | undefined;
+
+  constructor(list: readonly Gate[]) {
+    this.list = list;
+    this.fixed = list.every((g) => g.always !== undefined)
+      ? Object.freeze(list.map((g) => g.always!))
+      : undefined;
+  }
+
+  /** Asks every gate to admit a retry (rule 1): the first refusal, after the gates that
+   * admitted it were refunded; undefined when all admit it. */
+  admit(f: Failure, r: Reporter): Refusal | undefined {
+    const list = this.list;
+    for (let i = 0; i < list.length; i++) {
+      const refused = list[i]!.admit?.(f, r);
+      if (refused === undefined) continue;
+      for (let j = 0; j < i; j++) list[j]!.refund?.(r);
+      return refused;
+    }
+    return undefined;
+  }
+
+  /** A retry every gate admitted will not be sent. */
+  refund(r: Reporter): void {
+    for (const g of this.list) g.refund?.(r);
+  }
+}
+
+/** The gates of a policy with these parts. */
+export function gatesOf(parts: {
+  limiter: Limiter | undefined;
+  breaker: Breaker | undefined;
+  budget: Admission | undefined;
+}): Gates {
+  const list: Gate[] = [];
+  if (parts.limiter !== undefined) list.push(new LimiterGate(parts.limiter));
+  if (parts.breaker !== undefined) list.push(new BreakerGate(parts.breaker));
+  if (parts.budget !== undefined) list.push(new AdmissionGate(parts.budget));
+  return new Gates(list);
+}
