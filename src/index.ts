@@ -95,6 +95,7 @@ export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./pol
 export { type Operation, type Policy, policy } from "./policy/policy.ts";
 export { type Pool, type PoolOptions, pool } from "./policy/pool.ts";
 export {
+  type ContinueFrom,
   type DiscardInfo,
   GuardedStream,
   guardedStream,

@@ -35,6 +35,10 @@ export interface Grant {
   end(how: AttemptEnd, startedAt: number, reporter: Reporter): void;
 }
 
+const ABORTED = 1;
+const TIMED_OUT = 2;
+const ENDED = 4;
+
 /** The grants of an attempt that passed no gate holding anything. */
 export const NO_GRANTS: readonly Grant[] = Object.freeze([]);
 
@@ -58,7 +62,7 @@ export function endGrants(
   startedAt: number,
   reporter: Reporter,
 ): void {
-  for (const g of grants) g.end(how, startedAt, reporter);
+  for (let i = 0; i < grants.length; i++) grants[i]!.end(how, startedAt, reporter);
 }
 
 /**
@@ -79,14 +83,14 @@ export class Attempt implements AbortWatcher {
   readonly remainingMs: number;
   /** When it started, on the policy's clock. */
   readonly startedAt: number;
-  readonly #owner: AttemptOwner;
+  #owner: AttemptOwner;
   #grants: readonly Grant[];
   #watch: AttemptWatch | undefined;
   #controller: AbortController | undefined;
   #cancelTimer: Cancel | undefined;
-  #timedOut: AttemptTimeoutError | undefined;
-  #aborted = false;
-  #ended = false;
+  /** ABORTED, TIMED_OUT (one of our timers cut it) and ENDED, as bits. */
+  #state = 0;
+  /** Why it aborted: the caller's reason, or our AttemptTimeoutError. */
   #reason: unknown;
   #rejectRace: ((e: unknown) => void) | undefined;
   #onAbortHook: ((e: unknown) => void) | undefined;
@@ -109,6 +113,12 @@ export class Attempt implements AbortWatcher {
       this.arm(ms, attemptCause(startedAt, owner.attemptTimeoutMs, deadline));
   }
 
+  /** A call takes over an attempt begun without one (the lean path of `execute`, which
+   * makes its Call only when the first attempt fails). Same clock, signal and deadline. */
+  adopt(owner: AttemptOwner): void {
+    this.#owner = owner;
+  }
+
   /** The grants this attempt holds until it ends (a stream hands them to its cleanup for
    * the case it is collected unread). */
   get grants(): readonly Grant[] {
@@ -118,18 +128,18 @@ export class Attempt implements AbortWatcher {
   get signal(): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#reason);
+      if (this.#state & ABORTED) this.#controller.abort(this.#reason);
     }
     return this.#controller.signal;
   }
 
   get aborted(): boolean {
-    return this.#aborted;
+    return (this.#state & ABORTED) !== 0;
   }
 
   /** Set when one of our timers cut the attempt. */
   get timedOut(): AttemptTimeoutError | undefined {
-    return this.#timedOut;
+    return this.#state & TIMED_OUT ? (this.#reason as AttemptTimeoutError) : undefined;
   }
 
   get callerAborted(): boolean {
@@ -138,7 +148,7 @@ export class Attempt implements AbortWatcher {
 
   /** The attempt is over for us (ended, or its consumer left). */
   get ended(): boolean {
-    return this.#ended;
+    return (this.#state & ENDED) !== 0;
   }
 
   /** Watched by the observer: runs the operation in its context, hears first content. */
@@ -188,14 +198,14 @@ export class Attempt implements AbortWatcher {
   }
 
   abortWith(error: AttemptTimeoutError): void {
-    if (this.#aborted) return;
-    this.#timedOut = error;
+    if (this.#state & ABORTED) return;
+    this.#state |= TIMED_OUT;
     this.#abort(error);
   }
 
   #abort(reason: unknown) {
-    if (this.#aborted) return;
-    this.#aborted = true;
+    if (this.#state & ABORTED) return;
+    this.#state |= ABORTED;
     this.#reason = reason;
     // Settle our side first, and let the operation's own teardown (an HTTP client
     // aborting its request can take most of a millisecond) run after the caller has
@@ -224,7 +234,7 @@ export class Attempt implements AbortWatcher {
   /** Settles with `p`, or rejects as soon as the attempt aborts (an operation that
    * ignores its signal must not hold the call past its deadline). */
   race<T>(p: Promise<T>): Promise<T> {
-    if (this.#aborted) {
+    if (this.#state & ABORTED) {
       p.catch(() => {});
       return Promise.reject(this.#reason);
     }
@@ -237,7 +247,7 @@ export class Attempt implements AbortWatcher {
 
   /** Stops the timer and the caller's listener; the grants stay until `end`. */
   close(): void {
-    this.#ended = true;
+    this.#state |= ENDED;
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     this.#rejectRace = undefined;

@@ -116,9 +116,6 @@ const OK: AttemptEnd = { how: "ok" };
 const LEFT: AttemptEnd = { how: "left" };
 const UNSENT: AttemptEnd = { how: "unsent" };
 
-/** A gate request, and the signal of a stream's consumer leaving (if any). */
-type Request = GateRequest & { readonly left: AbortSignal | undefined };
-
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
     ? undefined
@@ -131,7 +128,7 @@ const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
  * it: waits out the backoff and returns (retry), or throws what the caller should see
  * (docs/architecture.md, rules 1, 2, 6 and 8).
  */
-export class Call implements AttemptOwner {
+export class Call implements AttemptOwner, GateRequest {
   readonly deadline: Deadline;
   readonly weak: boolean;
   readonly #o: ResolvedOptions;
@@ -150,11 +147,15 @@ export class Call implements AttemptOwner {
   /** The clock reading taken at construction, reused by the first attempt (clock reads
    * cost ~50 ns and dominate the success path). */
   #startNow: number | undefined;
+  /** A stream's: the signal of its consumer leaving (made when first asked for). */
+  #leaving: (() => AbortSignal) | undefined;
   #partial: PartialResult | undefined;
   #lastError: unknown;
   #lastFailure: Failure | undefined;
 
-  constructor(o: ResolvedOptions, options?: CallOptions, stream = false) {
+  /** `adopted`: the first attempt, begun on the lean path (`leanOwner`) before this call
+   * was made; the call takes it over as if it had begun it. */
+  constructor(o: ResolvedOptions, options?: CallOptions, stream = false, adopted?: Attempt) {
     this.#o = o;
     this.#options = options;
     this.weak = stream;
@@ -162,9 +163,14 @@ export class Call implements AttemptOwner {
     this.#ledger = options?.ledger;
     const cap = options?.maxAttempts;
     this.#rules = cap === undefined || cap >= o.maxAttempts ? o : { ...o, maxAttempts: cap };
-    const now = o.clock.now();
-    this.#startNow = now;
+    const now = adopted?.startedAt ?? o.clock.now();
+    this.#startNow = adopted === undefined ? now : undefined;
     this.#startedAt = now;
+    if (adopted !== undefined) {
+      this.#n = 1;
+      this.#attempt = adopted;
+      adopted.adopt(this);
+    }
     const runAllows = this.#limits?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
     const given = options?.deadlineAt ?? Number.POSITIVE_INFINITY;
     this.deadline = callDeadline(now, Math.min(o.deadlineMs, given - now), runAllows);
@@ -220,19 +226,20 @@ export class Call implements AttemptOwner {
     this.#startNow = undefined;
     if (this.#gated) this.#check(now);
     if (gates.fixed !== undefined) return this.#start(gates.fixed, now);
-    return this.#pass(0, [], now, this.#request(leaving));
+    this.#leaving = leaving;
+    return this.#pass(0, [], now);
   }
 
   /** Passes gates `i` onwards, collecting their grants; after a wait the call's own
    * checks run again (the deadline may have passed meanwhile). */
-  #pass(i: number, grants: Grant[], now: number, req: Request): Attempt | Promise<Attempt> {
+  #pass(i: number, grants: Grant[], now: number): Attempt | Promise<Attempt> {
     const list = this.#o.gates.list;
     for (; i < list.length; i++) {
       let g: Grant | Promise<Grant>;
       try {
-        g = list[i]!.enter(req);
+        g = list[i]!.enter(this);
       } catch (e) {
-        return this.#refused(e, grants, req);
+        return this.#refused(e, grants);
       }
       if (!(g instanceof Promise)) {
         grants.push(g);
@@ -244,9 +251,9 @@ export class Call implements AttemptOwner {
           grants.push(grant);
           const after = this.#o.clock.now();
           this.#check(after, grants);
-          return this.#pass(next, grants, after, req);
+          return this.#pass(next, grants, after);
         },
-        (e: unknown) => this.#refused(e, grants, req),
+        (e: unknown) => this.#refused(e, grants),
       );
     }
     return this.#start(grants, now);
@@ -262,30 +269,39 @@ export class Call implements AttemptOwner {
     return a;
   }
 
-  /** What the gates are asked for the next attempt. */
-  #request(leaving: (() => AbortSignal) | undefined): Request {
+  // What the gates are asked for the next attempt (GateRequest), read only by a gate
+  // that needs it: the call is the request, nothing is made per attempt.
+  get cost(): Cost {
+    return this.#options?.cost ?? NO_COST;
+  }
+  get group(): object | undefined {
+    return this.#options?.run?.root;
+  }
+  get priority(): number {
     const o = this.#options;
-    const caller = o?.signal;
-    const left = leaving?.();
-    return {
-      cost: o?.cost ?? NO_COST,
-      group: o?.run?.root,
-      priority: o?.priority ?? o?.run?.priority ?? 0,
-      deadlineAt: this.deadline.at,
-      signal:
-        left === undefined ? caller : caller === undefined ? left : AbortSignal.any([caller, left]),
-      reporter: this,
-      left,
-    };
+    return o?.priority ?? o?.run?.priority ?? 0;
+  }
+  get deadlineAt(): number {
+    return this.deadline.at;
+  }
+  get reporter(): this {
+    return this;
+  }
+  /** Ends a wait at a gate: the caller's abort, or (a stream) its consumer leaving. */
+  get cancel(): AbortSignal | undefined {
+    const caller = this.#options?.signal;
+    const left = this.#leaving?.();
+    return left === undefined ? caller : caller === undefined ? left : AbortSignal.any([caller, left]);
   }
 
   /** A gate said no: what it granted so far goes back whole (nothing was sent), and the
    * call gives up: cancelled when the caller (or a stream's consumer) left during a wait. */
-  #refused(e: unknown, grants: readonly Grant[], req: Request): never {
+  #refused(e: unknown, grants: readonly Grant[]): never {
     endGrants(grants, UNSENT, 0, this);
     const caller = this.#options?.signal;
     if (caller?.aborted) this.#giveUp("cancelled", caller.reason, CANCELLED);
-    if (req.left?.aborted) this.#giveUp("cancelled", req.left.reason, CANCELLED);
+    const left = this.#leaving?.();
+    if (left?.aborted) this.#giveUp("cancelled", left.reason, CANCELLED);
     if (!isA(e, Refusal)) throw e;
     this.#giveUp(e.reason, this.#lastError ?? e.cause, this.#lastFailure, e.waitMs);
   }

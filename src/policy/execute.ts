@@ -1,7 +1,7 @@
 import { checkOutput, OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
-import type { Attempt } from "./attempt.ts";
+import { Attempt, type AttemptEnd, type AttemptOwner } from "./attempt.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -18,6 +18,7 @@ const RULES = checker({
 } satisfies Record<keyof ExecuteOptions, Rule<unknown>>);
 
 const V = new Validator("policy.execute");
+const OK: AttemptEnd = { how: "ok" };
 
 /** What is wrong with what a caller hands `execute`, as the error to reject with. */
 function invalid(operation: unknown, options: ExecuteOptions<never> | undefined): unknown {
@@ -40,8 +41,47 @@ export function execute<T>(
   if (typeof operation !== "function" || options !== undefined) {
     const bad = invalid(operation, options);
     if (bad !== undefined) return Promise.reject(bad);
+  } else if (o.lean !== undefined) return lean(o, o.lean, operation);
+  return loop(o, new Call(o, options), operation, options);
+}
+
+/**
+ * The lean path: a call with no options under a policy with nothing to bound, watch or
+ * refuse runs its first attempt with no Call at all (the success path is what every call
+ * pays); only if it fails is the Call made, taking the attempt over as if it had begun
+ * it, and the loop goes on as for any call.
+ */
+function lean<T>(
+  o: ResolvedOptions,
+  owner: AttemptOwner,
+  operation: (context: AttemptContext) => T | PromiseLike<T>,
+): Promise<T> {
+  const a = new Attempt(owner, 1, o.clock.now(), o.gates.fixed!);
+  let p: Promise<T>;
+  try {
+    p = Promise.resolve(operation(a));
+  } catch (e) {
+    p = Promise.reject(e);
   }
-  const call = new Call(o, options);
+  return a.race(p).then(
+    (value) => {
+      a.end(OK);
+      return value;
+    },
+    (error) => {
+      const call = new Call(o, undefined, false, a);
+      return call.fail(error).then(() => loop(o, call, operation, undefined));
+    },
+  );
+}
+
+/** Attempts of `call` until one succeeds or the call gives up. */
+function loop<T>(
+  o: ResolvedOptions,
+  call: Call,
+  operation: (context: AttemptContext) => T | PromiseLike<T>,
+  options: ExecuteOptions<T> | undefined,
+): Promise<T> {
   const readUsage = options?.usage ?? o.usage;
   const output =
     options?.validate === undefined && options?.truncated === undefined ? undefined : options;

@@ -17,7 +17,7 @@ export interface GateRequest {
   /** A wait may not pass this time on the policy's clock. */
   readonly deadlineAt: number;
   /** Ends a wait at once: the caller's abort, or a stream's consumer leaving. */
-  readonly signal: AbortSignal | undefined;
+  readonly cancel: AbortSignal | undefined;
   readonly reporter: Reporter;
 }
 
@@ -126,10 +126,13 @@ export class AdmissionGate implements Gate, Grant {
   }
 
   end(how: AttemptEnd, at: number, r: Reporter): void {
-    const a = this.#admission;
-    if (how.how === "ok") guard(r, "budget.onSuccess", () => a.onSuccess(at), undefined);
-    else if (how.how === "failed" && a.onFailure !== undefined)
-      guard(r, "budget.onFailure", () => a.onFailure!(how.failure, at), undefined);
+    // Every attempt comes here: written without closures, it costs the success path little.
+    try {
+      if (how.how === "ok") this.#admission.onSuccess(at);
+      else if (how.how === "failed") this.#admission.onFailure?.(how.failure, at);
+    } catch (error) {
+      r.report(how.how === "ok" ? "budget.onSuccess" : "budget.onFailure", error);
+    }
   }
 }
 
@@ -177,7 +180,7 @@ export class LimiterGate implements Gate {
     if (now !== undefined) return new PermitGrant(limiter, now);
     const wait = {
       deadlineAt: req.deadlineAt,
-      signal: req.signal,
+      signal: req.cancel,
       priority: req.priority,
       group: req.group,
     };
@@ -187,7 +190,7 @@ export class LimiterGate implements Gate {
         (p) => new PermitGrant(limiter, p),
         (e: unknown) => {
           if (isA(e, RateLimitWaitError)) throw new Refusal("rate-limit-wait", e.waitMs, e);
-          if (req.signal?.aborted) throw e;
+          if (req.cancel?.aborted) throw e;
           req.reporter.report("limiter.acquire", e);
           return new PermitGrant(limiter, NO_PERMIT);
         },

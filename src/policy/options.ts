@@ -13,6 +13,7 @@ import {
   type RetryBudgetOptions,
 } from "../core/budget.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
+import { callDeadline } from "../core/deadline.ts";
 import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
@@ -21,7 +22,9 @@ import { isLimiter, type Limiter, RateLimiter, type RateLimiterOptions } from ".
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
+import type { AttemptOwner } from "./attempt.ts";
 import { type Gates, gatesOf } from "./gates.ts";
+import { reportHookError } from "./hooks.ts";
 import { isObserver, type Observer } from "./observer.ts";
 
 /** What `onRetry` is told before a retry. */
@@ -130,6 +133,10 @@ export interface ResolvedOptions extends RetryRules {
   readonly observe: Observer | undefined;
   /** The gates every attempt passes, made from the breaker, limiter and admission. */
   readonly gates: Gates;
+  /** Set when a call with no options has nothing to bound, watch or refuse (no deadline,
+   * no observer, no hooks on success, no gate that refuses or waits): its first attempt
+   * runs with this owner, and a Call is made only if it fails (`execute`'s lean path). */
+  readonly lean: AttemptOwner | undefined;
 }
 
 /** An optional timeout: none (Infinity) when absent, else ms > 0 up to a timer's limit. */
@@ -207,6 +214,19 @@ function admissionOf(
   return isAdmission(budget) ? budget : new RetryBudget(budget as RetryBudgetOptions);
 }
 
+/** The owner of a lean call's first attempt: no signal, no deadline; a hook error is
+ * reported as a warning (no ledger is kept for a call that succeeds unwatched). */
+function leanOwner(clock: Clock, attemptTimeoutMs: number): AttemptOwner {
+  return Object.freeze({
+    clock,
+    signal: undefined,
+    deadline: callDeadline(0, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY),
+    attemptTimeoutMs,
+    weak: false,
+    report: (hook: string, error: unknown) => reportHookError(undefined, hook, error),
+  });
+}
+
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
   const { retryAfter, prices, budget, breaker, limiter, backoff, clock, random, ...rest } =
@@ -224,6 +244,13 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
         ? limiter
         : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions) }),
   };
+  const gates = gatesOf(parts);
+  const lean =
+    rest.observe === undefined &&
+    rest.onSuccess === undefined &&
+    rest.usage === undefined &&
+    rest.deadlineMs === Number.POSITIVE_INFINITY &&
+    gates.fixed !== undefined;
   return Object.freeze({
     ...rest,
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
@@ -231,7 +258,8 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     retryAfterJitterMs: retryAfter.jitterMs,
     retryAfterBeyondMax: retryAfter.beyondMax,
     ...parts,
-    gates: gatesOf(parts),
+    gates,
+    lean: lean ? leanOwner(time, rest.attemptTimeoutMs) : undefined,
     clock: time,
     random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],

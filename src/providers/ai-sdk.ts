@@ -1,9 +1,19 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
-import { type CallOptions, type OutputCheck, RequestCheckError, type Usage } from "../index.ts";
+import {
+  type AttemptContext,
+  type OutputCheck,
+  type PartialResult,
+  type Policy,
+  RequestCheckError,
+  type Run,
+  type Usage,
+} from "../index.ts";
+import { opt, parseOptions } from "../internal.ts";
 import { aiSdkAnswer } from "./answers.ts";
 import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
-import { Continuer, type Lead, stripLead } from "./continuation.ts";
-import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { prefillOf } from "./continuation.ts";
+import { type Lead, stripLead } from "./dialect.ts";
+import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 /** What `breakwaterMiddleware` takes: the policy and run, output checks, the context window, continuation. */
 export interface AiSdkMiddlewareOptions extends AdapterOptions {
@@ -98,6 +108,18 @@ async function* iterate<T>(stream: ReadableStream<T>): AsyncGenerator<T> {
   }
 }
 
+/** The middleware's own options, on top of every adapter's. */
+const SPEC = {
+  ...ADAPTER_SPEC,
+  truncation: opt.oneOf(["error", "allow"] as const, "error"),
+  validate: opt.any<OutputCheck>(
+    (v) => typeof v === "function" || (v !== null && typeof v === "object"),
+    "a Standard Schema or a function",
+  ),
+  contextTokens: opt.int({ min: 1, default: Number.NaN }),
+  continuation: opt.bool(false),
+};
+
 /**
  * A language-model middleware for the AI SDK's `wrapLanguageModel` (middleware
  * specification v4): `doGenerate` through `policy.execute`, `doStream` through
@@ -109,12 +131,14 @@ async function* iterate<T>(stream: ReadableStream<T>): AsyncGenerator<T> {
 export function breakwaterMiddleware(
   options: AiSdkMiddlewareOptions = {},
 ): LanguageModelV4Middleware {
+  const o = parseOptions("breakwaterMiddleware", SPEC, options);
   const p = asPolicy(options.policy);
-  const checks = { truncation: options.truncation ?? "error", validate: options.validate } as const;
+  const checks = { truncation: o.truncation, validate: o.validate } as const;
+  const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   return {
     specificationVersion: "v4",
     wrapGenerate: ({ params, model }) => {
-      const refused = checkPrompt(params, options.contextTokens);
+      const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) return Promise.reject(refused); // nothing sent, nothing spent
       return p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
         ...(params.abortSignal && { signal: params.abortSignal }),
@@ -124,90 +148,119 @@ export function breakwaterMiddleware(
       });
     },
     wrapStream: async ({ params, model }) => {
-      const refused = checkPrompt(params, options.contextTokens);
+      const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) throw refused;
-      let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
-      const open = (prompt: typeof params.prompt, more: Partial<CallOptions> = {}) =>
-        p.stream<LanguageModelV4StreamPart>(
-          async (ctx) => {
-            // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand);
-            // they reach the caller only if the caller asked for them.
-            const { stream, ...rest } = await model.doStream({
-              ...params,
-              prompt,
-              includeRawChunks: true,
-              abortSignal: ctx.signal,
-            });
-            if (more.ledger === undefined) meta = rest;
-            return iterate(stream);
-          },
-          {
-            ...(params.abortSignal && { signal: params.abortSignal }),
-            ...runFor(options),
-            ...more,
-            inspect: aiSdkInBand,
-            isContent: isAiSdkContent,
-            answer: aiSdkAnswer,
-            usage: aiSdkUsage,
-            ...streamChecks(AI_SDK_CHECKS, checks, (part: LanguageModelV4StreamPart) => part),
-          },
-        );
-      const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
-      let guarded = open(params.prompt);
-      // Retries happen before this resolves: parts reach the SDK only once content flows.
-      const first = await guarded.next();
-      // Continuation (opt-in): Anthropic takes a last assistant message as a prefill.
-      const continuer =
-        options.continuation && model.provider.includes("anthropic")
-          ? new Continuer(p, guarded.ledger, deadlineAt)
-          : undefined;
-      let shape:
-        | ((part: LanguageModelV4StreamPart) => LanguageModelV4StreamPart | undefined)
-        | undefined;
-      let textId: string | undefined; // the text block the consumer has open
-      let pending: IteratorResult<LanguageModelV4StreamPart> | undefined = first;
-      const stream = new ReadableStream<LanguageModelV4StreamPart>({
-        async pull(controller) {
-          try {
-            for (;;) {
-              const r = pending ?? (await guarded.next());
-              pending = undefined;
-              if (r.done) return controller.close();
-              if (r.value.type === "raw" && !params.includeRawChunks) continue;
-              const part = shape ? shape(r.value) : r.value;
-              if (part === undefined) continue;
-              if (part.type === "text-start") textId = part.id;
-              return controller.enqueue(part);
-            }
-          } catch (error) {
-            const go = continuer?.next(error, (prefill) => [
-              ...params.prompt,
-              { role: "assistant" as const, content: [{ type: "text" as const, text: prefill }] },
-            ]);
-            if (go !== undefined) {
-              guarded = open(go.built, go.call);
-              shape = goOn(go.lead, textId);
-              return;
-            }
-            controller.enqueue({ type: "error", error });
-            controller.close();
-          }
-        },
-        async cancel() {
-          await guarded.return();
-        },
-      });
-      return { ...meta, stream };
+      const continuing = o.continuation && model.provider.includes("anthropic");
+      return guardedParts(p, { params, model, checks, continuing, run: runFor(options) });
     },
   };
 }
 
+type Params = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["params"];
+type Model = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["model"];
+type Part = LanguageModelV4StreamPart;
+
+/** One streamed call of the middleware: what it streams, how it is checked, whether a
+ * break may continue (Anthropic models take a last assistant message as a prefill). */
+interface StreamCall {
+  readonly params: Params;
+  readonly model: Model;
+  readonly checks: { truncation: "error" | "allow"; validate: OutputCheck | undefined };
+  readonly continuing: boolean;
+  readonly run: { run?: Run };
+}
+
+/** The model's parts under the policy: retried before content; parts reach the SDK only
+ * once content flows (the retries happen before this resolves). */
+async function guardedParts(p: Policy, c: StreamCall) {
+  const { params, model } = c;
+  let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
+  // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand); they
+  // reach the caller only if the caller asked for them.
+  const open = (prompt: Params["prompt"], first: boolean) => async (ctx: AttemptContext) => {
+    const { stream, ...rest } = await model.doStream({
+      ...params,
+      prompt,
+      includeRawChunks: true,
+      abortSignal: ctx.signal,
+    });
+    if (first) meta = rest;
+    return iterate(stream);
+  };
+  const guarded = p.stream<Part>(open(params.prompt, true), {
+    ...(params.abortSignal && { signal: params.abortSignal }),
+    ...c.run,
+    inspect: aiSdkInBand,
+    isContent: isAiSdkContent,
+    answer: aiSdkAnswer,
+    usage: aiSdkUsage,
+    ...streamChecks(AI_SDK_CHECKS, c.checks, (part: Part) => part),
+    ...(c.continuing && {
+      continueFrom: (partial: PartialResult<Part>) => {
+        const go = prefillOf(partial.answer);
+        if (go === undefined) return undefined;
+        const prefill = { role: "assistant" as const, content: [{ type: "text" as const, text: go.prefill }] };
+        const next = open([...params.prompt, prefill], false);
+        const shape = goOn(go.lead, openTextId(partial.chunks));
+        return async (ctx: AttemptContext) => shapeParts(await next(ctx), shape);
+      },
+    }),
+  });
+  const first = await guarded.next();
+  return { ...meta, stream: partsStream(guarded, first, params.includeRawChunks === true) };
+}
+
+/** The parts for the SDK: raw chunks only when asked for; a failure ends the stream with
+ * an error part. */
+function partsStream(
+  guarded: AsyncIterator<Part> & { return(): Promise<unknown> },
+  first: IteratorResult<Part>,
+  raw: boolean,
+): ReadableStream<Part> {
+  let pending: IteratorResult<Part> | undefined = first;
+  return new ReadableStream<Part>({
+    async pull(controller) {
+      try {
+        for (;;) {
+          const r = pending ?? (await guarded.next());
+          pending = undefined;
+          if (r.done) return controller.close();
+          if (r.value.type === "raw" && !raw) continue;
+          return controller.enqueue(r.value);
+        }
+      } catch (error) {
+        controller.enqueue({ type: "error", error });
+        controller.close();
+      }
+    },
+    async cancel() {
+      await guarded.return();
+    },
+  });
+}
+
+/** The text block the consumer has open: the last `text-start` it read. */
+function openTextId(parts: readonly Part[]): string | undefined {
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const part = parts[i]!;
+    if (part.type === "text-start") return part.id;
+  }
+  return undefined;
+}
+
+async function* shapeParts(
+  parts: AsyncIterable<Part>,
+  shape: (part: Part) => Part | undefined,
+): AsyncGenerator<Part> {
+  for await (const part of parts) {
+    const out = shape(part);
+    if (out !== undefined) yield out;
+  }
+}
+
 /** A continuation's parts as the consumer should read them, going on with the first answer:
  * its preamble dropped, its text in the block already open, the lead whitespace taken off. */
-function goOn(
-  lead: Lead,
-  textId: string | undefined,
-): (part: LanguageModelV4StreamPart) => LanguageModelV4StreamPart | undefined {
+function goOn(lead: Lead, textId: string | undefined): (part: Part) => Part | undefined {
   return (part) => {
     if (part.type === "stream-start" || part.type === "response-metadata") return undefined;
     if (part.type === "text-start" && textId !== undefined) return undefined;

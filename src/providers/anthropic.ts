@@ -2,7 +2,7 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
 import { anthropicAnswer } from "./answers.ts";
 import { anthropicTranscript } from "./checks.ts";
-import { rewrite, stripLead } from "./continuation.ts";
+import { rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 

@@ -2,21 +2,18 @@ import {
   type CallOptions,
   ConfigError,
   failureOf,
-  type GuardedStream,
   HttpError,
   ledgerOf,
   type OutputCheck,
   OutputError,
-  type PartialAnswer,
   type Policy,
   partialOf,
   type Run,
   reasonOf,
-  tagError,
   type Usage,
 } from "../index.ts";
+import { opt, parseOptions, tagError } from "../internal.ts";
 import {
-  type CheckDialect,
   type Checks,
   checkRequest,
   estimateCost,
@@ -24,40 +21,13 @@ import {
   replyChecks,
   streamChecks,
 } from "./checks.ts";
-import { continuation, type Lead } from "./continuation.ts";
-import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { continueEvents } from "./continuation.ts";
+import type { Dialect } from "./dialect.ts";
+import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
+import { hasUndici, type Transport, undiciTransport } from "./transport.ts";
 
-/** How to read one provider's answers. Every function is handed parsed JSON (undefined when
- * the body or event is not JSON). */
-export interface Dialect extends CheckDialect {
-  /** Usage from a JSON answer or one stream event. */
-  usage?(json: unknown): Partial<Usage> | undefined;
-  /** A stream event that carries content (text, a tool call, reasoning): once one reached
-   * the SDK, nothing is retried. */
-  isContent(json: unknown, event: SseEvent): boolean;
-  /** The provider's error inside a 200 stream, as an error to classify. */
-  inBand?(json: unknown, event: SseEvent): unknown;
-  /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
-   * stream). */
-  prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
-  /** Continuation: the request body that asks the model to go on from `prefix`, or
-   * undefined where the provider cannot. */
-  continueWith?(
-    url: string,
-    body: Record<string, unknown>,
-    prefix: string,
-  ): Record<string, unknown> | undefined;
-  /** A continuation's event as the SDK should read it, going on with the first answer:
-   * undefined drops it (the second answer's preamble). `lead` holds the whitespace the
-   * prefix was trimmed of, to take off the continuation's first text. */
-  resume?(json: unknown, event: SseEvent, lead: Lead): SseEvent | undefined;
-  /** The answer so far, from the parsed events a broken stream delivered. */
-  answer?(events: readonly unknown[]): PartialAnswer;
-  /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
-   * an error (most chunks are neither). Default: every event. */
-  marks?: { usage?: RegExp; error?: RegExp };
-}
+export type { Dialect, Lead } from "./dialect.ts";
 
 /** What `guardedFetch` takes: the policy and run every request draws on, the transport (fetch, connect timeout), the attempt header, the dialect that reads the provider's answers, and the output checks. */
 export interface GuardedFetchOptions extends AdapterOptions {
@@ -88,6 +58,28 @@ export interface GuardedFetchOptions extends AdapterOptions {
   contextTokens?: number;
 }
 
+/** The options of the fetch layer an adapter passes on (all but `fetch` and `dialect`). */
+export const FETCH_SPEC = {
+  ...ADAPTER_SPEC,
+  connectTimeoutMs: opt.int({ min: 1, max: 2_147_483_647, default: Number.NaN }),
+  attemptHeader: opt.any<string | false>(
+    (h) => h === false || (typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)),
+    "a header name or false",
+  ),
+  continuation: opt.bool(false),
+  truncation: opt.oneOf(["error", "allow"] as const, "error"),
+  contextTokens: opt.int({ min: 1, default: Number.NaN }),
+};
+
+const SPEC = {
+  ...FETCH_SPEC,
+  fetch: opt.fn<typeof globalThis.fetch>(),
+  dialect: opt.any<Dialect>(
+    (d) => typeof (d as Dialect | null)?.isContent === "function",
+    "a Dialect (an object with isContent())",
+  ),
+};
+
 /** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
 const CALL = Symbol.for("breakwater.call");
 
@@ -111,33 +103,6 @@ export function callOptions(o: PerCall): {
   fetchOptions: Omit<RequestInit, "headers" | "body" | "signal" | "method">;
 } {
   return { fetchOptions: { [CALL]: o } as RequestInit };
-}
-
-const OWNER = "guardedFetch";
-
-function check(o: GuardedFetchOptions): void {
-  if (o.fetch !== undefined && typeof o.fetch !== "function")
-    throw new ConfigError(OWNER, "fetch", o.fetch, "a fetch function");
-  const ms = o.connectTimeoutMs;
-  if (ms !== undefined && !(Number.isInteger(ms) && ms > 0 && ms <= 2_147_483_647))
-    throw new ConfigError(OWNER, "connectTimeoutMs", ms, "a whole number of milliseconds > 0");
-  if (ms !== undefined && !hasUndici())
-    throw new ConfigError(
-      OWNER,
-      "connectTimeoutMs",
-      ms,
-      "used with the undici package installed (npm install undici)",
-    );
-  if (o.truncation !== undefined && o.truncation !== "error" && o.truncation !== "allow")
-    throw new ConfigError(OWNER, "truncation", o.truncation, '"error" or "allow"');
-  const ct = o.contextTokens;
-  if (ct !== undefined && !(Number.isInteger(ct) && ct > 0))
-    throw new ConfigError(OWNER, "contextTokens", ct, "a whole number of tokens > 0");
-  if (o.continuation !== undefined && typeof o.continuation !== "boolean")
-    throw new ConfigError(OWNER, "continuation", o.continuation, "true or false");
-  const h = o.attemptHeader;
-  if (h !== undefined && h !== false && !(typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)))
-    throw new ConfigError(OWNER, "attemptHeader", h, "a header name or false");
 }
 
 /** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
@@ -217,11 +182,11 @@ const STREAM_FLAG = /"stream"\s*:\s*true/;
 
 /** @internal A request as each attempt sends it. */
 export interface Outgoing {
-  url: string;
-  init: RequestInit & { [CALL]?: PerCall };
-  stream: boolean;
-  /** The body as the caller wrote it, parsed, when it had to be (a stream's). */
-  json?: unknown;
+  readonly url: string;
+  readonly init: RequestInit & { [CALL]?: PerCall };
+  readonly stream: boolean;
+  /** The body, parsed (once) when the checks, the rate limiter or a stream need it. */
+  readonly json: unknown;
 }
 
 /** The request as each attempt sends it: the body prepared once, the stream flag read. */
@@ -229,74 +194,68 @@ function outgoing(
   input: RequestInfo | URL,
   init: RequestInit,
   dialect: Dialect | undefined,
+  parse: boolean,
 ): Outgoing {
   const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   let body = init.body;
   let stream = /[?&]alt=sse(?:&|$)/.test(url);
-  let json: Record<string, unknown> | undefined;
-  // Only a body that says `"stream": true` is parsed (and prepared): the rest go as sent.
+  let json: unknown;
+  // Only a body that says `"stream": true` is prepared; the rest go as sent.
   if (typeof body === "string" && body.startsWith("{") && STREAM_FLAG.test(body)) {
+    json = safeJson(body);
+    const parsed = json as Record<string, unknown> | undefined;
+    stream ||= parsed?.stream === true;
+    const prepared = parsed && dialect?.prepare?.(url, parsed);
+    if (prepared !== undefined) body = JSON.stringify(prepared);
+  } else if (parse && typeof body === "string") json = safeJson(body);
+  return { url, init: { ...init, body }, stream, json };
+}
+
+/** Sends one attempt of a request. */
+type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
+
+/** @internal One request under the policy: what its attempts send, what it carries into
+ * the policy, and how its answers are read and checked. */
+interface FetchCall {
+  readonly policy: Policy;
+  readonly outgoing: Outgoing;
+  readonly callOptions: Pick<CallOptions, "signal" | "run" | "cost" | "priority">;
+  readonly send: Send;
+  readonly dialect: Dialect | undefined;
+  readonly checks: Checks;
+  readonly continuation: boolean;
+}
+
+/** How each attempt goes out: the attempt header, the transport, and every answer's
+ * rate-limit headers told to the limiter (rule 16). */
+function sender(options: GuardedFetchOptions, p: Policy): Send {
+  const userFetch = options.fetch !== undefined && options.fetch !== globalThis.fetch;
+  const base = options.fetch ?? globalThis.fetch;
+  const header = options.attemptHeader ?? "x-retry-attempt";
+  const connectMs = options.connectTimeoutMs;
+  const limiter = p.options.limiter;
+  // undici is an optional peer: with it, the default transport has no 300 s limit.
+  const transport: Promise<Transport> | undefined =
+    (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
+  return async (req, attempt, signal) => {
+    const headers = new Headers(req.init.headers);
+    if (headers.has("x-stainless-retry-count"))
+      headers.set("x-stainless-retry-count", String(attempt - 1));
+    else if (header !== false) headers.set(header, String(attempt));
+    const init = { ...req.init, headers, signal };
+    let res: Response;
+    if (transport === undefined) res = await base(req.url, init);
+    else {
+      const t = await transport;
+      const dispatched = { ...init, dispatcher: t.dispatcher } as RequestInit;
+      res = await (userFetch ? base : t.fetch)(req.url, dispatched);
+    }
+    // Every answer, errors too, tells the limiter where the limits stand; a limiter that
+    // throws does not cost the answer.
     try {
-      json = JSON.parse(body) as Record<string, unknown>;
-      stream ||= json.stream === true;
-      const prepared = dialect?.prepare?.(url, json);
-      if (prepared !== undefined) body = JSON.stringify(prepared);
+      limiter?.observeHeaders(res.headers);
     } catch {}
-  }
-  return { url, init: { ...init, body }, stream, ...(json !== undefined && { json }) };
-}
-
-/** Whether the undici package can be loaded (checked without loading it). */
-function hasUndici(): boolean {
-  try {
-    import.meta.resolve("undici");
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The transport under the default fetch: undici's fetch on an Agent whose header and body
- * timeouts are off, so the policy's deadline and attempt timeouts govern a slow answer
- * (Node's own fetch ends any call at 300 s), and, given `connectMs`, a connect timeout kept
- * by our own timer (undici's checks on a one-second tick: 200 ms would fire after a second).
- */
-async function undiciTransport(
-  connectMs: number | undefined,
-): Promise<{ fetch: typeof globalThis.fetch; dispatcher: unknown }> {
-  const undici = await import("undici");
-  let connect: import("undici").buildConnector.connector | undefined;
-  if (connectMs !== undefined) {
-    const base = undici.buildConnector({ timeout: 0 });
-    connect = (opts, callback) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        if (settled) return;
-        settled = true;
-        socket?.destroy();
-        callback(
-          new undici.errors.ConnectTimeoutError(`connect timed out after ${connectMs} ms`),
-          null,
-        );
-      }, connectMs);
-      // undici's connector returns the socket it opens, though its type says void.
-      const socket = base(opts, (error, connected) => {
-        clearTimeout(timer);
-        if (settled) return void connected?.destroy();
-        settled = true;
-        if (error) callback(error, null);
-        else callback(null, connected!);
-      }) as unknown as { destroy(): void } | undefined;
-    };
-  }
-  return {
-    fetch: undici.fetch as unknown as typeof globalThis.fetch,
-    dispatcher: new undici.Agent({
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      ...(connect && { connect }),
-    }),
+    return res;
   };
 }
 
@@ -309,91 +268,61 @@ async function undiciTransport(
  * is retried until its first content event and then passed through untouched.
  */
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
-  check(options);
+  const o = parseOptions("guardedFetch", SPEC, options);
+  if (!Number.isNaN(o.connectTimeoutMs) && !hasUndici())
+    throw new ConfigError(
+      "guardedFetch",
+      "connectTimeoutMs",
+      o.connectTimeoutMs,
+      "used with the undici package installed (npm install undici)",
+    );
   const p = asPolicy(options.policy);
-  const own = options.fetch !== undefined && options.fetch !== globalThis.fetch; // yours, as it is
+  const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   const base = options.fetch ?? globalThis.fetch;
-  const dialect = options.dialect;
-  const header = options.attemptHeader ?? "x-retry-attempt";
-  const connectMs = options.connectTimeoutMs;
-  const limiter = p.options.limiter;
-  // undici is an optional peer: with it, the default transport has no 300 s limit.
-  const transport =
-    (!own || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
-
-  const send = async (req: Outgoing, attempt: number, signal: AbortSignal): Promise<Response> => {
-    const headers = new Headers(req.init.headers);
-    if (headers.has("x-stainless-retry-count"))
-      headers.set("x-stainless-retry-count", String(attempt - 1));
-    else if (header !== false) headers.set(header, String(attempt));
-    const init = { ...req.init, headers, signal };
-    let res: Response;
-    if (transport === undefined) res = await base(req.url, init);
-    else {
-      const t = await transport;
-      res = await (own ? base : t.fetch)(req.url, {
-        ...init,
-        dispatcher: t.dispatcher,
-      } as RequestInit);
-    }
-    // Every answer, errors too, tells the limiter where the limits stand (rule 16); a
-    // limiter that throws does not cost the answer.
-    try {
-      limiter?.observeHeaders(res.headers);
-    } catch {}
-    return res;
-  };
-
+  const send = sender(options, p);
+  const parse = o.dialect !== undefined || p.options.limiter !== undefined;
+  const checks: Omit<Checks, "validate"> = { truncation: o.truncation };
   return async (input, init = {}) => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object
-    const req = outgoing(input, init, dialect);
-    const own = req.init[CALL];
+    const req = outgoing(input, init, o.dialect, parse);
+    const perCall = req.init[CALL];
     const raw = req.init.body;
-    // Parsed at most once, for the checks and the limiter's estimate (a stream's already was).
-    const json =
-      typeof raw === "string" && (dialect !== undefined || limiter !== undefined)
-        ? (req.json ?? safeJson(raw))
-        : undefined;
-    const call: Call = {
-      ...(init.signal && { signal: init.signal }),
-      ...runFor(options, own?.run),
-      ...(own?.priority !== undefined && { priority: own.priority }),
-      ...(limiter !== undefined &&
-        typeof raw === "string" && { cost: estimateCost(dialect, raw, json) }),
-    };
     const refused =
-      dialect && typeof raw === "string"
-        ? checkRequest(dialect, req.url, raw, json, options.contextTokens)
+      o.dialect && typeof raw === "string"
+        ? checkRequest(o.dialect, req.url, raw, req.json, contextTokens)
         : undefined;
     if (refused !== undefined) return new FailedAnswer(refused); // nothing sent, nothing spent
-    const checks = { truncation: options.truncation ?? "error", validate: own?.validate } as const;
-    return req.stream
-      ? streamed(p, req, call, send, dialect, checks, options.continuation === true)
-      : unary(p, req, call, send, dialect, checks);
+    const call: FetchCall = {
+      policy: p,
+      outgoing: req,
+      callOptions: {
+        ...(init.signal && { signal: init.signal }),
+        ...runFor(options, perCall?.run),
+        ...(perCall?.priority !== undefined && { priority: perCall.priority }),
+        ...(p.options.limiter !== undefined &&
+          typeof raw === "string" && { cost: estimateCost(o.dialect, raw, req.json) }),
+      },
+      send,
+      dialect: o.dialect,
+      checks: { ...checks, validate: perCall?.validate },
+      continuation: o.continuation,
+    };
+    return req.stream ? streamed(call) : unary(call);
   };
 }
 
-/** @internal Sends one attempt of a request. */
-export type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Response>;
-/** @internal The call options a request carries into the policy. */
-export type Call = Pick<CallOptions, "signal" | "run" | "cost" | "priority">;
-
 const MAX_USAGE_BODY = 1 << 20;
 
-async function unary(
-  p: Policy,
-  req: Outgoing,
-  call: Call,
-  send: Send,
-  dialect: Dialect | undefined,
-  checks: Checks,
-): Promise<Response> {
+/** A JSON request: the policy retries it until an answer counts; the SDK reads the answer
+ * (or raises its own error from the one the policy gave up on). */
+async function unary(c: FetchCall): Promise<Response> {
   let last: Headers | undefined;
+  const { dialect, outgoing: req } = c;
   try {
-    const done = await p.execute(
+    const done = await c.policy.execute(
       async (ctx): Promise<{ res: Response; usage?: Partial<Usage>; json?: unknown }> => {
-        const res = await send(req, ctx.attempt, ctx.signal);
+        const res = await c.send(req, ctx.attempt, ctx.signal);
         if (!res.ok) throw await UpstreamAnswer.read(res);
         last = res.headers;
         if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
@@ -404,9 +333,9 @@ async function unary(
         return { res: new ReadResponse(text, init, json), usage: dialect.usage?.(json), json };
       },
       {
-        ...call,
+        ...c.callOptions,
         usage: (r) => (r as { usage?: Partial<Usage> }).usage,
-        ...(dialect && replyChecks(dialect, checks, (r: { json?: unknown }) => r.json)),
+        ...(dialect && replyChecks(dialect, c.checks, (r: { json?: unknown }) => r.json)),
       },
     );
     return done.res;
@@ -441,68 +370,54 @@ function safeJson(text: string): unknown {
   }
 }
 
-/** One stream call under the policy: events read for content, usage, in-band errors and
- * the answer so far. `extra` joins it to a call already under way (a continuation). */
-export function openEvents(
-  p: Policy,
-  req: Outgoing,
-  call: Call & Partial<Pick<CallOptions, "ledger" | "deadlineAt" | "maxAttempts">>,
-  send: Send,
-  dialect: Dialect | undefined,
-  answered: (res: Response) => void,
-  checks?: Checks,
-): GuardedStream<SseEvent> {
-  const usageMark = dialect?.marks?.usage;
-  const errorMark = dialect?.marks?.error;
-  return p.stream<SseEvent>(
-    async (ctx) => {
-      const res = await send(req, ctx.attempt, ctx.signal);
-      if (!res.ok) throw await UpstreamAnswer.read(res);
-      answered(res);
-      return sseEvents(res.body ?? emptyBody());
-    },
-    {
-      ...call,
-      isContent: (e) => dialect?.isContent(e.json, e) ?? true,
-      ...(dialect?.usage && {
-        usage: (e: SseEvent) =>
-          usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
-      }),
-      ...(dialect?.answer && {
-        answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
-      }),
-      ...(dialect && checks && streamChecks(dialect, checks, (e: SseEvent) => e.json)),
-      inspect: (e) => {
-        if (errorMark?.test(e.raw) === false) return undefined;
-        const error = dialect?.inBand?.(e.json, e);
-        return error === undefined ? undefined : new InBandEvent(e.raw, error);
-      },
-    },
-  );
+/** Opens one attempt's events: of the request as it is, or (a continuation) with `body`. */
+function opener(c: FetchCall, body?: string, answered?: (res: Response) => void) {
+  const req = body === undefined ? c.outgoing : { ...c.outgoing, init: { ...c.outgoing.init, body } };
+  return async (ctx: { attempt: number; signal: AbortSignal }): Promise<AsyncIterable<SseEvent>> => {
+    const res = await c.send(req, ctx.attempt, ctx.signal);
+    if (!res.ok) throw await UpstreamAnswer.read(res);
+    answered?.(res);
+    return sseEvents(res.body ?? emptyBody());
+  };
 }
 
-async function streamed(
-  p: Policy,
-  req: Outgoing,
-  call: Call,
-  send: Send,
-  dialect: Dialect | undefined,
-  checks: Checks,
-  continuing: boolean,
-): Promise<Response> {
-  let current: Response | undefined;
-  const deadlineAt = p.options.clock.now() + p.options.deadlineMs;
-  const events = openEvents(
-    p,
-    req,
-    call,
-    send,
-    dialect,
-    (res) => {
-      current = res;
+/** The stream call under the policy: events read for content, usage, in-band errors and
+ * the answer so far; with `continuation`, a break goes on from where it broke. */
+function openEvents(c: FetchCall, answered: (res: Response) => void) {
+  const { dialect } = c;
+  const usageMark = dialect?.marks?.usage;
+  const errorMark = dialect?.marks?.error;
+  const raw = c.outgoing.init.body;
+  const continuing = c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
+  return c.policy.stream<SseEvent>(opener(c, undefined, answered), {
+    ...c.callOptions,
+    isContent: (e) => dialect?.isContent(e.json, e) ?? true,
+    ...(dialect?.usage && {
+      usage: (e: SseEvent) => (usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json)),
+    }),
+    ...(dialect?.answer && {
+      answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
+    }),
+    ...(dialect && streamChecks(dialect, c.checks, (e: SseEvent) => e.json)),
+    inspect: (e) => {
+      if (errorMark?.test(e.raw) === false) return undefined;
+      const error = dialect?.inBand?.(e.json, e);
+      return error === undefined ? undefined : new InBandEvent(e.raw, error);
     },
-    checks,
-  );
+    ...(continuing && {
+      continueFrom: continueEvents(c.outgoing.url, raw as string, dialect!, (body) =>
+        opener(c, body),
+      ),
+    }),
+  });
+}
+
+/** A stream request: retried until its first content event, then passed through. */
+async function streamed(c: FetchCall): Promise<Response> {
+  let current: Response | undefined;
+  const events = openEvents(c, (res) => {
+    current = res;
+  });
   let first: IteratorResult<SseEvent>;
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte
@@ -513,13 +428,9 @@ async function streamed(
   }
   const res = current!;
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
-  const next =
-    continuing && dialect?.continueWith
-      ? continuation({ p, req, call, send, dialect, ledger: events.ledger, deadlineAt })
-      : undefined;
   // A failure after content is told on this response's headers, which the SDK hands its error.
   const outer: Response = new Response(
-    passThrough(events, first, res.headers, (error) => tagged(outer, error), next),
+    passThrough(events, first, res.headers, (error) => tagged(outer, error)),
     init,
   );
   return outer;
@@ -527,20 +438,15 @@ async function streamed(
 
 async function* emptyBody(): AsyncGenerator<Uint8Array> {}
 
-/** @internal What the body reads from: a stream call, or a continuation of one. */
-export type Events = AsyncIterator<SseEvent> & { return(): Promise<unknown> };
-
 /** The events as bytes, verbatim. An error event after content reaches the SDK as the
  * event it was (the SDK raises its own error); any other failure errors the body. */
 function passThrough(
-  source: Events,
+  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
   first: IteratorResult<SseEvent>,
   headers: Headers,
   failed: (error: unknown) => void,
-  resume?: (error: unknown) => Promise<Events | undefined>,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
-  let events = source;
   let pending: IteratorResult<SseEvent> | undefined = first;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -550,12 +456,6 @@ function passThrough(
         if (r.done) controller.close();
         else controller.enqueue(encoder.encode(r.value.raw));
       } catch (error) {
-        // An opt-in continuation goes on from where the answer broke, in the same body.
-        const next = await resume?.(error).catch(() => undefined);
-        if (next !== undefined) {
-          events = next;
-          return;
-        }
         failed(error);
         const answer = answerOf(error, headers);
         if (answer?.body) {

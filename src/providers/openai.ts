@@ -2,7 +2,7 @@ import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
-import { rewrite, stripLead } from "./continuation.ts";
+import { rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
 

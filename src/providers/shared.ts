@@ -1,4 +1,5 @@
 import { ConfigError, type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
+import { opt } from "../internal.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {
@@ -9,6 +10,24 @@ export interface AdapterOptions {
   run?: Run | (() => Run | undefined);
 }
 
+const isPolicy = (p: unknown): p is Policy =>
+  p !== null &&
+  typeof p === "object" &&
+  typeof (p as Policy).execute === "function" &&
+  typeof (p as Policy).stream === "function";
+
+/** The options every adapter takes: the table its validation derives from. */
+export const ADAPTER_SPEC = {
+  policy: opt.any<Policy | PolicyOptions>(
+    (p) => p !== null && typeof p === "object" && !Array.isArray(p),
+    "a Policy (policy({ ... })) or policy options",
+  ),
+  run: opt.any<Run | (() => Run | undefined)>(
+    (r) => typeof r === "function" || (r !== null && typeof r === "object"),
+    "a Run, or a function returning the current one",
+  ),
+};
+
 /** The run for one call: the call's own, else the adapter's. */
 export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
   const run =
@@ -18,13 +37,7 @@ export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
 
 /** A built policy, or one built from options (the adapter's default when none is given). */
 export function asPolicy(p: Policy | PolicyOptions | undefined): Policy {
-  if (
-    p !== undefined &&
-    typeof (p as Policy).execute === "function" &&
-    typeof (p as Policy).stream === "function"
-  )
-    return p as Policy;
-  return policy((p as PolicyOptions | undefined) ?? {});
+  return isPolicy(p) ? p : policy(p ?? {});
 }
 
 /** A view of `target` in which a few paths are replaced; everything else passes through. */

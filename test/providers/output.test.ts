@@ -122,7 +122,11 @@ describe("an invalid answer is retried, then the valid one: both attempts on the
         { requests: [2, 2], text: GOOD },
       ],
     });
-    const { ai } = clients({ validate: Refund });
+    // `validate` is the middleware's own option (the SDK adapters take it per call).
+    const ai = wrapLanguageModel({
+      model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: testPolicy().p, validate: Refund }),
+    });
     const r = await generateText({ model: ai, prompt: "refund order 77", maxRetries: 0 });
     expect(r.text).toBe(GOOD);
     expect(fs.requests()).toBe(2);

@@ -1,0 +1,20 @@
+/**
+ * The internal entry: what breakwater's own integrations (the adapters, the fleet, the
+ * telemetry, the fault server, the storm and the command) share beyond the public API, and
+ * users have no reason to call: the option tables, the one clock test, header reading and
+ * the tagging of a provider's error with its call's outcome. Not a package export.
+ */
+export { isClock } from "./core/clock.ts";
+export { tagError } from "./core/errors.ts";
+export { readHeader } from "./core/headers.ts";
+export {
+  type Checker,
+  checker,
+  checkOptions,
+  opt,
+  type Parsed,
+  parseOptions,
+  type Rule,
+  type Spec,
+  Validator,
+} from "./core/validate.ts";

@@ -1,0 +1,56 @@
+import type { PartialAnswer, Usage } from "../index.ts";
+import type { CheckDialect } from "./checks.ts";
+import { SseEvent } from "./sse.ts";
+
+/** How to read one provider's answers. Every function is handed parsed JSON (undefined when
+ * the body or event is not JSON). */
+export interface Dialect extends CheckDialect {
+  /** Usage from a JSON answer or one stream event. */
+  usage?(json: unknown): Partial<Usage> | undefined;
+  /** A stream event that carries content (text, a tool call, reasoning): once one reached
+   * the SDK, nothing is retried. */
+  isContent(json: unknown, event: SseEvent): boolean;
+  /** The provider's error inside a 200 stream, as an error to classify. */
+  inBand?(json: unknown, event: SseEvent): unknown;
+  /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
+   * stream). */
+  prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;
+  /** Continuation: the request body that asks the model to go on from `prefix`, or
+   * undefined where the provider cannot. */
+  continueWith?(
+    url: string,
+    body: Record<string, unknown>,
+    prefix: string,
+  ): Record<string, unknown> | undefined;
+  /** A continuation's event as the SDK should read it, going on with the first answer:
+   * undefined drops it (the second answer's preamble). `lead` holds the whitespace the
+   * prefix was trimmed of, to take off the continuation's first text. */
+  resume?(json: unknown, event: SseEvent, lead: Lead): SseEvent | undefined;
+  /** The answer so far, from the parsed events a broken stream delivered. */
+  answer?(events: readonly unknown[]): PartialAnswer;
+  /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
+   * an error (most chunks are neither). Default: every event. */
+  marks?: { usage?: RegExp; error?: RegExp };
+}
+
+/** Whitespace the prefix was trimmed of (`strip`), and how much of it the continuation's
+ * first text gave back and was taken off (`taken`). */
+export interface Lead {
+  strip: number;
+  taken: number;
+}
+
+/** Takes up to `lead.strip` whitespace characters off the start of the first text. */
+export function stripLead(text: string, lead: Lead): string {
+  let i = 0;
+  while (i < lead.strip && i < text.length && /\s/.test(text[i]!)) i++;
+  lead.strip = 0;
+  lead.taken = i;
+  return text.slice(i);
+}
+
+/** An event rewritten with new data (its name kept). */
+export function rewrite(event: SseEvent, data: unknown): SseEvent {
+  const name = event.event === undefined ? "" : `event: ${event.event}\n`;
+  return new SseEvent(`${name}data: ${JSON.stringify(data)}\n\n`);
+}
