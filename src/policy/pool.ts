@@ -1,20 +1,15 @@
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
-import type { Ledger } from "../core/ledger.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
-import { partsOf } from "../run/internal.ts";
+import { CHAIN_SPEC, type FallbackOptions, movesOn } from "./fallback.ts";
 import {
-  beginLeg,
-  type ChainCallOptions,
   checkUpstreams,
   type Fallback,
-  type FallbackOptions,
-  type Hops,
   type Leg,
-  movesOn,
-  streamChain,
+  type MoveOn,
+  Router,
+  type Strategy,
   type Upstream,
-} from "./fallback.ts";
-import type { StreamOptions } from "./stream-options.ts";
+} from "./router.ts";
 
 /** Options of a deployment `pool`. */
 export interface PoolOptions extends FallbackOptions {
@@ -31,13 +26,13 @@ export interface PoolOptions extends FallbackOptions {
   maxCooldownMs?: number;
 }
 
+const DAY_MS = 86_400_000;
+
 const SPEC = {
-  deadlineMs: opt.ms(),
-  maxAttempts: opt.int({ min: 1, default: Number.POSITIVE_INFINITY, infinite: true }),
-  when: opt.fn<NonNullable<FallbackOptions["when"]>>(),
+  ...CHAIN_SPEC,
   allowedFails: opt.int({ default: 0 }),
-  cooldownMs: opt.num({ max: 86_400_000, default: 5_000 }),
-  maxCooldownMs: opt.num({ max: 86_400_000, default: 60_000 }),
+  cooldownMs: opt.num({ max: DAY_MS, default: 5_000 }),
+  maxCooldownMs: opt.num({ max: DAY_MS, default: 60_000 }),
 };
 
 /** One deployment's health: failures since its last success, cooldowns in a row, and the
@@ -56,22 +51,38 @@ export type Pool<T, C = unknown> = Fallback<T, C> & {
   readonly cooldowns: () => Record<string, number>;
 };
 
-class DeploymentPool<T, C> {
+interface Cooling {
+  readonly allowedFails: number;
+  readonly cooldownMs: number;
+  readonly maxCooldownMs: number;
+  readonly when: MoveOn;
+}
+
+/** The pool's choice (rule 17): the deployment with the most room among those not cooling
+ * down and not yet tried by the call, then the least recently picked; with all cooling,
+ * a wait for the earliest recovery within the deadline. */
+class Healthiest<T, C> implements Strategy<C> {
   readonly #deps: readonly Upstream<T, C>[];
   readonly #health: Health[];
-  readonly #o: Required<PoolOptions>;
-  readonly #v: Validator;
+  readonly #o: Cooling;
   #picks = 0;
 
-  constructor(deps: readonly Upstream<T, C>[], o: Required<PoolOptions>, v: Validator) {
+  constructor(deps: readonly Upstream<T, C>[], o: Cooling) {
     this.#deps = deps;
     this.#o = o;
-    this.#v = v;
     this.#health = deps.map(() => ({ fails: 0, streak: 0, until: -Infinity, lastPicked: 0 }));
   }
 
   get #clock() {
     return this.#deps[0]!.policy.options.clock;
+  }
+
+  first(leg: Leg<C>): Promise<number> {
+    return this.#pick(leg, undefined);
+  }
+
+  next(_i: number, _f: unknown, leg: Leg<C>, last: unknown): Promise<number> {
+    return this.#pick(leg, last);
   }
 
   /** A deployment's room: its rate limiter's headroom; none while its breaker is open. */
@@ -81,27 +92,19 @@ class DeploymentPool<T, C> {
     return limiter?.headroom() ?? 1;
   }
 
-  /** The deployment for a call's next hop: among those not cooling and not yet tried by
-   * this call, the most room, then the least recently picked (spreads the load). When
-   * none is left, waits for the earliest recovery if the call's deadline allows. */
-  async pick(
-    tried: Set<number>,
-    leg: Leg<C>,
-    call: ChainCallOptions | undefined,
-    last?: unknown,
-  ): Promise<number> {
+  async #pick(leg: Leg<C>, last: unknown): Promise<number> {
     const now = this.#clock.now();
     let best = -1;
     for (let i = 0; i < this.#deps.length; i++) {
       const h = this.#health[i]!;
-      if (tried.has(i) || h.until > now) continue;
+      if (leg.tried.has(i) || h.until > now) continue;
       if (best < 0 || this.#better(i, best)) best = i;
     }
     if (best >= 0) {
       this.#health[best]!.lastPicked = ++this.#picks;
       return best;
     }
-    return this.#awaitRecovery(tried, leg, call, now, last);
+    return this.#awaitRecovery(leg, now, last);
   }
 
   #better(i: number, than: number): boolean {
@@ -112,39 +115,30 @@ class DeploymentPool<T, C> {
 
   /** Every deployment is cooling (or tried): wait for the first to recover, within the
    * deadline (the call's, the run's); else give up with `pool-cooldown`. */
-  async #awaitRecovery(
-    tried: Set<number>,
-    leg: Leg<C>,
-    call: ChainCallOptions | undefined,
-    now: number,
-    last: unknown,
-  ): Promise<number> {
+  async #awaitRecovery(leg: Leg<C>, now: number, last: unknown): Promise<number> {
     let next = -1;
-    for (let i = 0; i < this.#deps.length; i++)
-      if (
-        this.#health[i]!.until > now &&
-        (next < 0 || this.#health[i]!.until < this.#health[next]!.until)
-      )
-        next = i;
+    for (let i = 0; i < this.#deps.length; i++) {
+      const until = this.#health[i]!.until;
+      if (until > now && (next < 0 || until < this.#health[next]!.until)) next = i;
+    }
     if (next < 0) return -1; // all tried, none cooling: the caller sees the last error
     const at = this.#health[next]!.until;
-    const run = call?.run === undefined ? undefined : partsOf(call.run)?.limits;
-    const deadline = Math.min(leg.deadlineAt, run?.callDeadline(now) ?? Infinity);
-    if (at > deadline)
+    if (at > leg.deadline(now))
       throw new BreakwaterError("pool-cooldown", {
         cause: last,
         ledger: leg.ledger,
         failure: failureOf(last),
         retryAfterMs: at - now,
       });
-    await this.#clock.sleep(at - now, call?.signal);
-    tried.delete(next);
-    return this.pick(tried, leg, call, last);
+    await this.#clock.sleep(at - now, leg.signal);
+    leg.tried.delete(next);
+    return this.#pick(leg, last);
   }
 
   /** A deployment gave up on a call in a way that moves it on: count it, and cool the
    * deployment down once it has failed more than allowed. */
-  failed(i: number, error: unknown): void {
+  moves(i: number, error: unknown): boolean {
+    if (!this.#o.when(failureOf(error), reasonOf(error), error)) return false;
     const h = this.#health[i]!;
     const o = this.#o;
     const hint = failureOf(error)?.retryAfterMs ?? (error as BreakwaterError)?.retryAfterMs ?? 0;
@@ -153,13 +147,14 @@ class DeploymentPool<T, C> {
     // streak of them (a Retry-After may still lengthen it).
     if (h.until > now) {
       h.until = Math.max(h.until, now + Math.min(o.maxCooldownMs, hint));
-      return;
+      return true;
     }
-    if (++h.fails <= o.allowedFails) return;
+    if (++h.fails <= o.allowedFails) return true;
     const own = Math.min(o.maxCooldownMs, o.cooldownMs * 2 ** h.streak);
     h.until = now + Math.min(o.maxCooldownMs, Math.max(hint, own));
     h.streak++;
     h.fails = 0;
+    return true;
   }
 
   succeeded(i: number): void {
@@ -168,62 +163,8 @@ class DeploymentPool<T, C> {
     h.streak = 0;
   }
 
-  /** After a hop failed: whether the call moves on (and the deployment is charged). */
-  moves(i: number, error: unknown, ledger: Ledger): boolean {
-    const f = failureOf(error);
-    if (!this.#o.when(f, reasonOf(error), error)) return false;
-    this.failed(i, error);
-    return ledger.attempts.length < this.#o.maxAttempts;
-  }
-
-  leg(call: ChainCallOptions | undefined): Leg<C> {
-    return beginLeg(this.#v, this.#clock, this.#o.deadlineMs, this.#o.maxAttempts, call);
-  }
-
   cooldowns(): Record<string, number> {
     return Object.fromEntries(this.#deps.map((d, i) => [d.name, this.#health[i]!.until]));
-  }
-
-  async execute(call?: ChainCallOptions): Promise<T> {
-    const leg = this.leg(call);
-    const tried = new Set<number>();
-    let last: unknown;
-    for (;;) {
-      const i = await this.pick(tried, leg, call, last);
-      if (i < 0) throw last;
-      const d = this.#deps[i]!;
-      const op = d.call ?? this.#v.fail(`deployments[${i}].call`, undefined, "a function");
-      try {
-        const value = await d.policy.execute(op, leg.hop(d));
-        this.succeeded(i);
-        return value;
-      } catch (error) {
-        if (!this.moves(i, error, leg.ledger)) throw error;
-        tried.add(i);
-        last = error;
-      }
-    }
-  }
-
-  stream(call: ChainCallOptions & Omit<StreamOptions<C>, "signal" | "run"> = {}) {
-    const leg = this.leg(call);
-    const { signal: _s, run: _r, ...rest } = call;
-    const tried = new Set<number>();
-    let last: unknown;
-    const hops: Hops = {
-      first: () => this.pick(tried, leg, call),
-      onward: async (i, error, ledger) => {
-        if (!this.moves(i, error, ledger)) return -1;
-        tried.add(i);
-        last = error;
-        const next = await this.pick(tried, leg, call, last);
-        if (next < 0) throw last;
-        return next;
-      },
-      done: (i) => this.succeeded(i),
-    };
-    const hop = (u: Upstream<T, C>) => ({ ...rest, ...leg.hop(u) });
-    return streamChain(hops, this.#deps, leg.ledger, hop, this.#v);
   }
 }
 
@@ -249,10 +190,11 @@ export function pool<T, C = unknown>(
   // By default each deployment may be tried twice: again after it recovers.
   const all = 2 * deps.reduce((n, u) => n + u.policy.options.maxAttempts, 0);
   const maxAttempts = o.maxAttempts === Number.POSITIVE_INFINITY ? all : o.maxAttempts;
-  const p = new DeploymentPool(deps, { ...o, maxAttempts, when: o.when ?? movesOn }, v);
+  const strategy = new Healthiest(deps, { ...o, when: o.when ?? movesOn });
+  const router = new Router(deps, strategy, { deadlineMs: o.deadlineMs, maxAttempts }, v);
   return {
-    execute: (call) => p.execute(call),
-    stream: (call) => p.stream(call),
-    cooldowns: () => p.cooldowns(),
+    execute: (call) => router.execute(call),
+    stream: (call) => router.stream(call),
+    cooldowns: () => strategy.cooldowns(),
   };
 }

@@ -1,0 +1,208 @@
+import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
+import type { Failure } from "../core/failure.ts";
+import { Ledger } from "../core/ledger.ts";
+import { isA } from "../core/safe.ts";
+import type { Validator } from "../core/validate.ts";
+import { isRun, partsOf } from "../run/internal.ts";
+import type { Run } from "../run/run.ts";
+import type { AttemptContext, CallOptions } from "./call.ts";
+import type { Policy } from "./policy.ts";
+import type { GuardedStream } from "./stream.ts";
+import type { OpenStream, StreamOptions } from "./stream-options.ts";
+
+/** One upstream of a fallback chain or a pool: its own policy (its admission and breaker),
+ * and how to call it. */
+export interface Upstream<T, C = unknown> {
+  /** Names it in the ledger: "openai:gpt-4o", "anthropic:sonnet", "eu-west". */
+  readonly name: string;
+  readonly policy: Policy;
+  /** One attempt at this upstream (for `execute`). */
+  readonly call?: (context: AttemptContext) => T | PromiseLike<T>;
+  /** Opens one attempt's stream at this upstream (for `stream`). */
+  readonly open?: OpenStream<C>;
+  /** A larger-context model, tried only after a context-length failure. */
+  readonly forContextExceeded?: boolean;
+}
+
+/** What a call through a chain or pool may carry. */
+export interface ChainCallOptions {
+  signal?: AbortSignal;
+  run?: Run;
+}
+
+/** Decides whether a failure moves a call on to the next upstream. */
+export type MoveOn = (
+  failure: Failure | undefined,
+  reason: GiveUpReason | undefined,
+  error: unknown,
+) => boolean;
+
+/** A chain of upstreams (a `fallback` or a `pool`): each call goes to the one its strategy
+ * picks, and on to the next while the failure says so. */
+export interface Fallback<T, C = unknown> {
+  /** One logical call: the first upstream, then the next ones while `when` says so. */
+  execute(options?: ChainCallOptions): Promise<T>;
+  /** One streamed answer: an upstream is left only before it streamed anything. */
+  stream(
+    options?: ChainCallOptions & Omit<StreamOptions<C>, "signal" | "run">,
+  ): AsyncIterable<C> & {
+    readonly ledger: Ledger;
+  };
+}
+
+/** @internal One call's share of a chain or pool: its ledger, its deadline, the run's,
+ * and what each hop is handed. */
+export interface Leg<C> {
+  readonly ledger: Ledger;
+  /** The chain's deadline for this call (Infinity: none). */
+  readonly deadlineAt: number;
+  /** When this call must be done, its run's share included (rule 6). */
+  deadline(now: number): number;
+  readonly signal: AbortSignal | undefined;
+  /** Upstreams this call left after a failure that moved it on. */
+  readonly tried: Set<number>;
+  hop(u: Upstream<unknown, C>): CallOptions & { ledger: Ledger };
+}
+
+/**
+ * How a router chooses (undici's pool picks its dispatcher through one hook the same way):
+ * the upstream for a call's first hop and, after one failed in a way that moves the call
+ * on, the next. `-1`: none is left (the caller sees the last error). Either may wait.
+ */
+export interface Strategy<C> {
+  first(leg: Leg<C>): number | Promise<number>;
+  next(i: number, failure: Failure | undefined, leg: Leg<C>, last: unknown): number | Promise<number>;
+  /** Whether a failure moves the call on; the upstream `i` is charged for it. */
+  moves(i: number, error: unknown): boolean;
+  /** The call succeeded at upstream `i`. */
+  succeeded?(i: number): void;
+}
+
+const isPolicy = (p: unknown) => typeof (p as Policy)?.execute === "function";
+
+/** @internal Checks the upstreams of a chain or a pool: names, policies, one clock. */
+export function checkUpstreams(v: Validator, upstreams: unknown): readonly Upstream<unknown>[] {
+  if (!Array.isArray(upstreams) || upstreams.length === 0)
+    v.fail("upstreams", upstreams, "a non-empty array of { name, policy, call | open }");
+  (upstreams as unknown[]).forEach((u, i) => {
+    const x = v.object(`upstreams[${i}]`, u);
+    v.str(`upstreams[${i}].name`, x.name);
+    if (!isPolicy(x.policy))
+      v.fail(`upstreams[${i}].policy`, x.policy, "a Policy (policy({ ... }))");
+    if (x.call === undefined && x.open === undefined)
+      v.fail(`upstreams[${i}].call`, undefined, "a function (or `open`, for streams)");
+  });
+  const clocks = new Set((upstreams as Upstream<unknown>[]).map((u) => u.policy.options.clock));
+  if (clocks.size > 1)
+    v.fail("upstreams", "policies on different clocks", "policies sharing one clock (one deadline)");
+  return upstreams as Upstream<unknown>[];
+}
+
+/**
+ * The one loop of every chain (docs/architecture.md, "The router"): a call goes to the
+ * upstream its strategy picks, and on to the next after a failure that moves it on, under
+ * one deadline, one attempt cap and one ledger counted on the run, and never after a
+ * stream showed anything (rule 5).
+ */
+export class Router<T, C> implements Fallback<T, C> {
+  readonly #ups: readonly Upstream<T, C>[];
+  readonly #strategy: Strategy<C>;
+  readonly #deadlineMs: number;
+  readonly #cap: number;
+  readonly #v: Validator;
+
+  constructor(
+    ups: readonly Upstream<T, C>[],
+    strategy: Strategy<C>,
+    limits: { deadlineMs: number; maxAttempts: number },
+    v: Validator,
+  ) {
+    this.#ups = ups;
+    this.#strategy = strategy;
+    this.#deadlineMs = limits.deadlineMs;
+    this.#cap = limits.maxAttempts;
+    this.#v = v;
+  }
+
+  async execute(call?: ChainCallOptions): Promise<T> {
+    const leg = this.#leg(call);
+    for (let i = await this.#strategy.first(leg); ; ) {
+      const u = this.#ups[i]!;
+      const op = u.call ?? this.#v.fail(`upstreams[${i}].call`, undefined, "a function, to execute");
+      try {
+        const value = await u.policy.execute(op, leg.hop(u));
+        this.#strategy.succeeded?.(i);
+        return value;
+      } catch (error) {
+        i = await this.#onward(i, error, leg);
+        if (i < 0) throw error;
+      }
+    }
+  }
+
+  stream(call: ChainCallOptions & Omit<StreamOptions<C>, "signal" | "run"> = {}) {
+    const leg = this.#leg(call);
+    const { signal: _s, run: _r, ...rest } = call;
+    const it = this.#chunks(leg, rest);
+    return Object.assign(it, { ledger: leg.ledger });
+  }
+
+  /** Each upstream's GuardedStream in turn, left only before anything reached the consumer. */
+  async *#chunks(leg: Leg<C>, rest: Omit<StreamOptions<C>, "signal" | "run">): AsyncGenerator<C> {
+    for (let i = await this.#strategy.first(leg); ; ) {
+      const u = this.#ups[i]!;
+      const open = u.open ?? this.#v.fail(`upstreams[${i}].open`, undefined, "a function, to stream");
+      const s: GuardedStream<C> = u.policy.stream(open, { ...rest, ...leg.hop(u) });
+      let shown = false;
+      try {
+        for await (const chunk of s) {
+          shown = true;
+          yield chunk;
+        }
+        this.#strategy.succeeded?.(i);
+        return;
+      } catch (error) {
+        const interrupted =
+          shown || (isA(error, BreakwaterError) && error.reason === "stream-interrupted");
+        const next = interrupted ? -1 : await this.#onward(i, error, leg);
+        if (next < 0) throw error;
+        i = next;
+      }
+    }
+  }
+
+  /** After a hop failed: the next upstream's index, or -1 when the caller sees the error. */
+  #onward(i: number, error: unknown, leg: Leg<C>): number | Promise<number> {
+    if (!this.#strategy.moves(i, error) || leg.ledger.attempts.length >= this.#cap) return -1;
+    leg.tried.add(i);
+    return this.#strategy.next(i, failureOf(error), leg, error);
+  }
+
+  /** Starts one call across upstreams: a ledger counted on the run, one deadline and one
+   * attempt cap for every hop. */
+  #leg(call: ChainCallOptions | undefined): Leg<C> {
+    const v = this.#v;
+    if (call?.run !== undefined && !isRun(call.run)) v.fail("run", call.run, "a Run");
+    const clock = this.#ups[0]!.policy.options.clock;
+    const ledger = new Ledger(clock.now());
+    const run = call?.run === undefined ? undefined : partsOf(call.run)!.limits;
+    run?.addCall(ledger);
+    const deadlineAt = clock.now() + this.#deadlineMs;
+    const cap = this.#cap;
+    return {
+      ledger,
+      deadlineAt,
+      signal: call?.signal,
+      tried: new Set(),
+      deadline: (now) => Math.min(deadlineAt, run?.callDeadline(now) ?? Number.POSITIVE_INFINITY),
+      hop: (u) => ({
+        ...(call?.signal && { signal: call.signal }),
+        ...(call?.run && { run: call.run }),
+        ...(deadlineAt !== Number.POSITIVE_INFINITY && { deadlineAt }),
+        maxAttempts: Math.max(1, cap - ledger.attempts.length),
+        ledger,
+        upstream: u.name,
+      }),
+    };
+  }
+}
