@@ -46,10 +46,9 @@ export {
   partialOf,
   RequestCheckError,
   reasonOf,
-  tagError,
 } from "./core/errors.ts";
 export { type Failure, type FailureKind, isUpstreamKind } from "./core/failure.ts";
-export { type HeaderBag, readHeader } from "./core/headers.ts";
+export type { HeaderBag } from "./core/headers.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export {
   type AcquireOptions,

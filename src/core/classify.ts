@@ -11,7 +11,8 @@ import { AttemptTimeoutError, OutputError, RequestCheckError } from "./errors.ts
 import { type Evidence, evidenceOf } from "./evidence.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
-import { parseRateLimitReset, parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
+import { parseRateLimitReset } from "./ratelimit.ts";
+import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
 import { get, getStr, isA, isArray, isObj, type Obj } from "./safe.ts";
 
 /**

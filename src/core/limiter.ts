@@ -156,8 +156,6 @@ interface Waiter {
 }
 
 const MINUTE = 60_000;
-const KEYS = ["requests", "tokens", "inputTokens", "outputTokens"] as const;
-type Key = (typeof KEYS)[number];
 const INF = Number.POSITIVE_INFINITY;
 const perMinute = opt.num({ min: 1, default: Number.NaN });
 
@@ -174,13 +172,41 @@ const SPEC = {
   clock: opt.clock(),
 };
 
-/** What dimension `k` of KEYS needs for a cost. */
-function need(c: Cost, k: number): number {
-  if (k === 0) return 1;
-  const i = k === 3 ? 0 : (c.inputTokens ?? 0);
-  const o = k === 2 ? 0 : (c.outputTokens ?? 0);
-  return i + o;
-}
+/** A dimension of the limits: what a bucket counts. */
+type Dimension = keyof RateLimitState;
+
+const inputOf = (c: Cost) => c.inputTokens ?? 0;
+const outputOf = (c: Cost) => c.outputTokens ?? 0;
+/** What a call spent of its prompt: its usage where known, else what it was expected to. */
+const inputSpent = (c: Cost, u: Partial<Usage> | undefined) => u?.inputTokens ?? inputOf(c);
+/** What a call spent of its output allowance: its usage where known; a failed call with
+ * no usage (`{}`) spent none; one that never said (undefined) keeps it all. */
+const outputSpent = (c: Cost, u: Partial<Usage> | undefined) =>
+  u?.outputTokens ?? (u === undefined ? outputOf(c) : 0);
+
+/** The one table of the dimensions: what a call needs of each before it goes, and what it
+ * spent once it ended (its usage where known; a failed call with no usage spent its input
+ * and none of its output). */
+const DIMENSIONS: Readonly<
+  Record<
+    Dimension,
+    {
+      readonly need: (c: Cost) => number;
+      readonly spent: (c: Cost, u: Partial<Usage> | undefined) => number;
+      readonly option: keyof RateLimits;
+    }
+  >
+> = {
+  requests: { need: () => 1, spent: () => 1, option: "requestsPerMinute" },
+  tokens: {
+    need: (c) => inputOf(c) + outputOf(c),
+    spent: (c, u) => inputSpent(c, u) + outputSpent(c, u),
+    option: "tokensPerMinute",
+  },
+  inputTokens: { need: inputOf, spent: inputSpent, option: "inputTokensPerMinute" },
+  outputTokens: { need: outputOf, spent: outputSpent, option: "outputTokensPerMinute" },
+};
+const DIMS = Object.keys(DIMENSIONS) as Dimension[];
 
 /** Past the deadline, beyond the rounding of the refill arithmetic. */
 const late = (now: number, wait: number, deadlineAt: number) => now + wait > deadlineAt + 1e-6;
@@ -205,8 +231,10 @@ export class RateLimiter implements Limiter {
   readonly maxConcurrentPerRun: number;
   readonly maxQueue: number;
   readonly #clock: Clock;
-  /** One slot per dimension of KEYS: requests, tokens, input, output. */
-  readonly #buckets: (Bucket | undefined)[] = [undefined, undefined, undefined, undefined];
+  /** One bucket per dimension a limit is known of. */
+  readonly #buckets: Partial<Record<Dimension, Bucket>> = {};
+  /** The dimensions that have a bucket, in the table's order. */
+  #known: Dimension[] = [];
   readonly #queue: Waiter[] = [];
   readonly #groups = new Map<object, number>();
   #inFlight = 0;
@@ -225,15 +253,16 @@ export class RateLimiter implements Limiter {
     this.maxQueue = o.maxQueue;
     this.#clock = o.clock ?? systemClock;
     const now = this.#clock.now();
-    const set = (key: Key, n: number) => {
-      if (Number.isNaN(n)) return;
-      this.#buckets[KEYS.indexOf(key)] = new Bucket(n, MINUTE, now);
-      this.#blank = false;
-    };
-    set("requests", o.limits.requestsPerMinute);
-    set("tokens", o.limits.tokensPerMinute);
-    set("inputTokens", o.limits.inputTokensPerMinute);
-    set("outputTokens", o.limits.outputTokensPerMinute);
+    for (const d of DIMS) {
+      const n = o.limits[DIMENSIONS[d].option];
+      if (!Number.isNaN(n)) this.#add(d, new Bucket(n, MINUTE, now));
+    }
+  }
+
+  #add(d: Dimension, b: Bucket): void {
+    this.#buckets[d] = b;
+    this.#known = DIMS.filter((k) => this.#buckets[k] !== undefined);
+    this.#blank = false;
   }
 
   /** Calls waiting for room. */
@@ -249,11 +278,9 @@ export class RateLimiter implements Limiter {
   /** Ms until `cost` fits every bucket and any hold has passed (0: now). */
   #waitFor(cost: Cost, now: number): number {
     let wait = Math.max(0, this.#holdUntil - now);
-    for (let k = 0; k < 4; k++) {
-      const b = this.#buckets[k];
-      if (b === undefined) continue;
-      const n = need(cost, k);
-      if (n > 0) wait = Math.max(wait, b.waitFor(n, now));
+    for (const d of this.#known) {
+      const n = DIMENSIONS[d].need(cost);
+      if (n > 0) wait = Math.max(wait, this.#buckets[d]!.waitFor(n, now));
     }
     return wait;
   }
@@ -264,13 +291,11 @@ export class RateLimiter implements Limiter {
   }
 
   #take(cost: Cost, group: object | undefined): Permit {
-    const bs = this.#buckets;
-    const took = [0, 0, 0, 0];
-    const seen = [0, 0, 0, 0];
-    for (let k = 0; k < 4; k++) {
-      took[k] = bs[k]?.take(need(cost, k)) ?? 0;
-      seen[k] = bs[k]?.corrections ?? 0;
-    }
+    // What each bucket gave, and how often the server had corrected it by then.
+    const held = this.#known.map((d) => {
+      const b = this.#buckets[d]!;
+      return { d, b, took: b.take(DIMENSIONS[d].need(cost)), seen: b.corrections };
+    });
     this.#inFlight++;
     if (group === undefined) this.#ungrouped++;
     else this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
@@ -279,11 +304,11 @@ export class RateLimiter implements Limiter {
       if (done) return;
       done = true;
       this.#release(group);
-      for (let k = cancelled ? 0 : 1; k < 4; k++) {
-        const b = bs[k];
-        // Since the server last spoke, its count rules (it never had this refund).
-        if (b === undefined || b.corrections !== seen[k]) continue;
-        b.give(cancelled ? took[k]! : took[k]! - spentOf(cost, actual, k));
+      for (const { d, b, took, seen } of held) {
+        // Since the server last spoke, its count rules (it never had this refund); a
+        // request sent stays spent.
+        if (b.corrections !== seen || (d === "requests" && !cancelled)) continue;
+        b.give(cancelled ? took : took - DIMENSIONS[d].spent(cost, actual));
       }
       this.#pump();
     };
@@ -429,17 +454,15 @@ export class RateLimiter implements Limiter {
   /** What a response said of the limits: the buckets follow the server. */
   observe(state: RateLimitState): void {
     const now = this.#clock.now();
-    for (const key of KEYS) {
-      const s = state[key];
+    for (const d of DIMS) {
+      const s = state[d];
       if (s === undefined || (s.limit === undefined && s.remaining === undefined)) continue;
-      const k = KEYS.indexOf(key);
-      let b = this.#buckets[k];
+      let b = this.#buckets[d];
       if (b === undefined) {
         const capacity = s.limit ?? s.remaining!;
         if (!(capacity > 0)) continue;
         b = new Bucket(capacity, MINUTE, now);
-        this.#buckets[k] = b;
-        this.#blank = false;
+        this.#add(d, b);
       }
       b.correct(s, now);
     }
@@ -451,11 +474,11 @@ export class RateLimiter implements Limiter {
   observeHeaders(headers: unknown, wallNow: number = Date.now()): void {
     const state = parseRateLimitHeaders(headers, wallNow);
     const shift = this.#clock.now() - wallNow;
-    const moved: { -readonly [K in Key]?: LimitState } = {};
-    for (const key of KEYS) {
-      const s = state[key];
+    const moved: { -readonly [K in Dimension]?: LimitState } = {};
+    for (const d of DIMS) {
+      const s = state[d];
       if (s !== undefined)
-        moved[key] = s.resetAtMs === undefined ? s : { ...s, resetAtMs: s.resetAtMs + shift };
+        moved[d] = s.resetAtMs === undefined ? s : { ...s, resetAtMs: s.resetAtMs + shift };
     }
     this.observe(moved);
   }
@@ -475,8 +498,8 @@ export class RateLimiter implements Limiter {
     const now = this.#clock.now();
     if (now < this.#holdUntil) return 0;
     let least = 1;
-    for (const b of this.#buckets) {
-      if (b === undefined) continue;
+    for (const d of this.#known) {
+      const b = this.#buckets[d]!;
       b.refill(now);
       least = Math.min(least, b.level / b.capacity);
     }
@@ -484,23 +507,14 @@ export class RateLimiter implements Limiter {
   }
 
   /** Each bucket's level and capacity now (for tests, dashboards and shared state). */
-  snapshot(): Partial<Record<Key, { level: number; capacity: number }>> {
+  snapshot(): Partial<Record<Dimension, { level: number; capacity: number }>> {
     const now = this.#clock.now();
-    const out: Partial<Record<Key, { level: number; capacity: number }>> = {};
-    for (const [k, b] of this.#buckets.entries()) {
-      if (b === undefined) continue;
-      const key = KEYS[k]!;
+    const out: Partial<Record<Dimension, { level: number; capacity: number }>> = {};
+    for (const d of this.#known) {
+      const b = this.#buckets[d]!;
       b.refill(now);
-      out[key] = { level: b.level, capacity: b.capacity };
+      out[d] = { level: b.level, capacity: b.capacity };
     }
     return out;
   }
-}
-
-/** What a call spent in dimension `k` (1 tokens, 2 input, 3 output): its usage where
- * known; a failed call with no usage spent its input and none of its output. */
-function spentOf(cost: Cost, actual: Partial<Usage> | undefined, k: number): number {
-  const input = actual?.inputTokens ?? cost.inputTokens ?? 0;
-  const output = actual?.outputTokens ?? (actual === undefined ? (cost.outputTokens ?? 0) : 0);
-  return k === 1 ? input + output : k === 2 ? input : output;
 }

@@ -22,56 +22,92 @@ export interface RateLimitState {
 
 type Dimension = keyof RateLimitState;
 
-/** Where each provider puts each number: [dimension, limit, remaining, reset]. */
-const SOURCES: readonly [Dimension, string, string, string][] = [
-  // OpenAI, Azure OpenAI, Groq and other OpenAI-compatible servers; resets "6m0s", "1s", "120ms".
-  [
-    "requests",
-    "x-ratelimit-limit-requests",
-    "x-ratelimit-remaining-requests",
-    "x-ratelimit-reset-requests",
-  ],
-  [
-    "tokens",
-    "x-ratelimit-limit-tokens",
-    "x-ratelimit-remaining-tokens",
-    "x-ratelimit-reset-tokens",
-  ],
-  // Anthropic; resets are RFC 3339 instants.
-  [
-    "requests",
-    "anthropic-ratelimit-requests-limit",
-    "anthropic-ratelimit-requests-remaining",
-    "anthropic-ratelimit-requests-reset",
-  ],
-  [
-    "tokens",
-    "anthropic-ratelimit-tokens-limit",
-    "anthropic-ratelimit-tokens-remaining",
-    "anthropic-ratelimit-tokens-reset",
-  ],
-  [
-    "inputTokens",
-    "anthropic-ratelimit-input-tokens-limit",
-    "anthropic-ratelimit-input-tokens-remaining",
-    "anthropic-ratelimit-input-tokens-reset",
-  ],
-  [
-    "outputTokens",
-    "anthropic-ratelimit-output-tokens-limit",
-    "anthropic-ratelimit-output-tokens-remaining",
-    "anthropic-ratelimit-output-tokens-reset",
-  ],
-  // Mistral: per-minute windows (no reset header: the minute).
-  ["requests", "x-ratelimit-limit-req-minute", "x-ratelimit-remaining-req-minute", ""],
-  ["tokens", "x-ratelimit-limit-tokens-minute", "x-ratelimit-remaining-tokens-minute", ""],
-  // OpenRouter and the common X-RateLimit-* trio; the reset is an epoch instant (s or ms).
-  ["requests", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+/** How a provider states when a window is whole again. */
+type ResetForm =
+  /** A duration from now: "6m0s", "1s", "120ms" (OpenAI), seconds (Azure). */
+  | "duration"
+  /** An RFC 3339 instant (Anthropic). */
+  | "instant"
+  /** An epoch in seconds or milliseconds (OpenRouter's X-RateLimit-Reset). */
+  | "epoch"
+  /** Not said: the window's own length. */
+  | "none";
+
+/** Where a provider puts each number of one limit. */
+interface Source {
+  readonly dim: Dimension;
+  readonly limit: string;
+  readonly remaining: string;
+  readonly reset: readonly string[];
+  readonly form: ResetForm;
+}
+
+const openai = (dim: Dimension, what: string): Source => ({
+  dim,
+  limit: `x-ratelimit-limit-${what}`,
+  remaining: `x-ratelimit-remaining-${what}`,
+  // Azure OpenAI also spells it x-rate-limit-reset-* (seconds).
+  reset: [`x-ratelimit-reset-${what}`, `x-rate-limit-reset-${what}`],
+  form: "duration",
+});
+const anthropic = (dim: Dimension, what: string): Source => ({
+  dim,
+  limit: `anthropic-ratelimit-${what}-limit`,
+  remaining: `anthropic-ratelimit-${what}-remaining`,
+  reset: [`anthropic-ratelimit-${what}-reset`],
+  form: "instant",
+});
+
+/** The one table of the headers providers state their rate limits in: OpenAI, Azure
+ * OpenAI, Groq and other OpenAI-compatible servers; Anthropic; Mistral's per-minute
+ * windows; OpenRouter and the common X-RateLimit-* trio. The first that speaks wins. */
+const SOURCES: readonly Source[] = [
+  openai("requests", "requests"),
+  openai("tokens", "tokens"),
+  anthropic("requests", "requests"),
+  anthropic("tokens", "tokens"),
+  anthropic("inputTokens", "input-tokens"),
+  anthropic("outputTokens", "output-tokens"),
+  {
+    dim: "requests",
+    limit: "x-ratelimit-limit-req-minute",
+    remaining: "x-ratelimit-remaining-req-minute",
+    reset: [],
+    form: "none",
+  },
+  {
+    dim: "tokens",
+    limit: "x-ratelimit-limit-tokens-minute",
+    remaining: "x-ratelimit-remaining-tokens-minute",
+    reset: [],
+    form: "none",
+  },
+  {
+    dim: "requests",
+    limit: "x-ratelimit-limit",
+    remaining: "x-ratelimit-remaining",
+    reset: ["x-ratelimit-reset"],
+    form: "epoch",
+  },
 ];
 
-/** Azure's second spelling of the token reset (seconds). */
-const AZURE_TOKEN_RESET = "x-rate-limit-reset-tokens";
-const AZURE_REQUEST_RESET = "x-rate-limit-reset-requests";
+/** The resets given as a duration from now: a 429's wait hint when it has no Retry-After. */
+const DURATION_RESETS = SOURCES.filter((s) => s.form === "duration").flatMap((s) => s.reset);
+
+/**
+ * When the exhausted rate-limit window refills (Azure OpenAI, OpenAI): a wait hint for a
+ * 429 that carries no Retry-After. Which window ran out is not said, so the later of those
+ * given: both are free by then.
+ */
+export function parseRateLimitReset(headers: unknown): number | undefined {
+  let hint: number | undefined;
+  for (const name of DURATION_RESETS) {
+    const raw = readHeader(headers, name);
+    const ms = raw === undefined ? undefined : parseResetValue(raw);
+    if (ms !== undefined) hint = Math.max(hint ?? 0, ms);
+  }
+  return hint;
+}
 
 const count = (v: string | undefined): number | undefined => {
   if (v === undefined) return undefined;
@@ -79,11 +115,11 @@ const count = (v: string | undefined): number | undefined => {
   return Number.isFinite(n) && n >= 0 ? n : undefined;
 };
 
-/** A reset as a duration ("6m0s", "55"), an RFC 3339 instant, or an epoch in s or ms. */
-function resetAt(v: string | undefined, nowMs: number, epoch: boolean): number | undefined {
+/** A reset in one of the forms, as a time on the clock of `nowMs`. */
+function resetAt(v: string | undefined, nowMs: number, form: ResetForm): number | undefined {
   if (v === undefined) return undefined;
   const t = v.trim();
-  if (epoch && /^\d{10,13}$/.test(t)) {
+  if (form === "epoch" && /^\d{10,13}$/.test(t)) {
     const n = Number(t);
     return n < 1e12 ? n * 1000 : n; // seconds or milliseconds since the epoch
   }
@@ -93,6 +129,15 @@ function resetAt(v: string | undefined, nowMs: number, epoch: boolean): number |
   }
   const ms = parseResetValue(t);
   return ms === undefined ? undefined : nowMs + ms;
+}
+
+/** The first reset of `source` that reads. */
+function firstReset(headers: unknown, source: Source, nowMs: number): number | undefined {
+  for (const name of source.reset) {
+    const at = resetAt(readHeader(headers, name), nowMs, source.form);
+    if (at !== undefined) return at;
+  }
+  return undefined;
 }
 
 const anthropicSplit = (headers: unknown) =>
@@ -111,21 +156,16 @@ export function parseRateLimitHeaders(
 ): RateLimitState {
   if (!Number.isFinite(nowMs)) nowMs = Date.now();
   const out: { -readonly [K in Dimension]?: LimitState } = {};
-  for (const [dim, limitH, remainingH, resetH] of SOURCES) {
+  for (const source of SOURCES) {
+    const dim = source.dim;
     if (out[dim] !== undefined) continue; // the first provider that speaks wins
-    const limit = count(readHeader(headers, limitH));
-    const remaining = count(readHeader(headers, remainingH));
-    let reset = resetH
-      ? resetAt(readHeader(headers, resetH), nowMs, resetH === "x-ratelimit-reset")
-      : undefined;
-    if (reset === undefined && dim === "tokens")
-      reset = resetAt(readHeader(headers, AZURE_TOKEN_RESET), nowMs, false);
-    if (reset === undefined && dim === "requests")
-      reset = resetAt(readHeader(headers, AZURE_REQUEST_RESET), nowMs, false);
+    const limit = count(readHeader(headers, source.limit));
+    const remaining = count(readHeader(headers, source.remaining));
+    const reset = firstReset(headers, source, nowMs);
     if (limit === undefined && remaining === undefined && reset === undefined) continue;
     // Anthropic's "tokens" is the most restrictive of its input and output limits, not
     // their sum: with those two known, it would only double-count.
-    if (limitH.startsWith("anthropic-ratelimit-tokens") && anthropicSplit(headers)) continue;
+    if (source.limit === "anthropic-ratelimit-tokens-limit" && anthropicSplit(headers)) continue;
     out[dim] = {
       ...(limit !== undefined && { limit }),
       ...(remaining !== undefined && { remaining }),

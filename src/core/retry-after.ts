@@ -89,25 +89,3 @@ export function parseResetValue(value: string): number | undefined {
   const [h, min, s, ms] = m.slice(1).map((p) => Number(p ?? 0)) as [number, number, number, number];
   return clamp(h * 3_600_000 + min * 60_000 + s * 1000 + ms);
 }
-
-const RESET_HEADERS = [
-  "x-ratelimit-reset-requests",
-  "x-ratelimit-reset-tokens",
-  "x-rate-limit-reset-requests",
-  "x-rate-limit-reset-tokens",
-];
-
-/**
- * When the exhausted rate-limit window refills (Azure OpenAI, OpenAI): a wait hint for a
- * 429 that carries no Retry-After. Which window ran out is not said, so the later of those
- * given: both are free by then.
- */
-export function parseRateLimitReset(headers: unknown): number | undefined {
-  let hint: number | undefined;
-  for (const name of RESET_HEADERS) {
-    const raw = readHeader(headers, name);
-    const ms = raw === undefined ? undefined : parseResetValue(raw);
-    if (ms !== undefined) hint = Math.max(hint ?? 0, ms);
-  }
-  return hint;
-}

@@ -173,41 +173,78 @@ export interface NumberRule {
   readonly min?: number;
   /** @default Infinity (no upper bound) */
   readonly max?: number;
-  /** The value when the option is absent (NaN: a marker the owner fills in). */
-  readonly default: number;
+  /** What an allowed value is, in words, when the bounds alone do not say it well. */
+  readonly allowed?: string;
 }
+
+/** With a `default` (NaN: a marker the owner fills in), an absent option reads as it;
+ * without one, as undefined. */
+type Defaulted<R, T> = R extends { readonly default: T } ? T : T | undefined;
+
+const int = <R extends NumberRule & { readonly default?: number; readonly infinite?: boolean }>(
+  r: R,
+): Rule<Defaulted<R, number>> =>
+  ((v, name, x) => {
+    if (absent(x)) return r.default;
+    const n = v.int(name, x, r.min ?? 0, r.infinite === true);
+    if (n <= (r.max ?? Number.POSITIVE_INFINITY)) return n;
+    return r.allowed === undefined ? v.num(name, n, r.min ?? 0, r.max) : v.fail(name, n, r.allowed);
+  }) as Rule<Defaulted<R, number>>;
+
+const num = <R extends NumberRule & { readonly default?: number }>(
+  r: R,
+): Rule<Defaulted<R, number>> =>
+  ((v, name, x) => {
+    if (absent(x)) return r.default;
+    if (r.allowed === undefined) return v.num(name, x, r.min ?? 0, r.max);
+    const ok = typeof x === "number" && x >= (r.min ?? 0) && x <= (r.max ?? Number.POSITIVE_INFINITY);
+    return ok ? x : v.fail(name, x, r.allowed);
+  }) as Rule<Defaulted<R, number>>;
 
 /** Rule builders for option tables: `opt.int({ min: 1, default: 3, infinite: true })`. */
 export const opt = {
   /** An integer in [min, max]; `infinite`: Infinity is allowed too ("no limit"). */
-  int:
-    (r: NumberRule & { readonly infinite?: boolean }): Rule<number> =>
-    (v, name, x) => {
-      if (absent(x)) return r.default;
-      const n = v.int(name, x, r.min ?? 0, r.infinite === true);
-      return n <= (r.max ?? Number.POSITIVE_INFINITY) ? n : v.num(name, n, r.min ?? 0, r.max);
-    },
+  int,
   /** A finite number in [min, max]. */
-  num:
-    (r: NumberRule): Rule<number> =>
-    (v, name, x) =>
-      absent(x) ? r.default : v.num(name, x, r.min ?? 0, r.max),
+  num,
   /** Milliseconds > 0; absent means `default` (Infinity: no limit). */
   ms:
     (r: { readonly default?: number } = {}): Rule<number> =>
     (v, name, x) =>
       absent(x) ? (r.default ?? Number.POSITIVE_INFINITY) : v.ms(name, x),
-  oneOf:
-    <T extends string>(values: readonly T[], fallback: T): Rule<T> =>
-    (v, name, x) =>
-      absent(x) ? fallback : v.oneOf(name, x, values),
-  bool:
-    (fallback: boolean): Rule<boolean> =>
+  /** A pair [from, to] of numbers, min <= from <= to. */
+  pair:
+    (r: { readonly min: number }): Rule<[number, number] | undefined> =>
     (v, name, x) => {
-      if (absent(x)) return fallback;
-      if (typeof x !== "boolean") v.fail(name, x, "true or false");
-      return x as boolean;
+      if (absent(x)) return undefined;
+      if (!Array.isArray(x) || x.length !== 2) v.fail(name, x, "a pair [from, to]");
+      const [a, b] = x as unknown[];
+      const from = v.num(`${name}[0]`, a, r.min);
+      return [from, v.num(`${name}[1]`, b, from)];
     },
+  /** An array, each item read by `item`. */
+  list:
+    <T>(item: Rule<T>): Rule<Exclude<T, undefined>[] | undefined> =>
+    (v, name, x) => {
+      if (absent(x)) return undefined;
+      if (!Array.isArray(x)) v.fail(name, x, "an array");
+      return (x as unknown[]).map((e, i) => {
+        const at = `${name}[${i}]`;
+        const got = item(v, at, e);
+        return got === undefined ? v.fail(at, e, "a value, not undefined") : (got as Exclude<T, undefined>);
+      });
+    },
+  oneOf: (<T extends string>(values: readonly T[], fallback?: T) =>
+    (v: Validator, name: string, x: unknown) =>
+      absent(x) ? fallback : v.oneOf(name, x, values)) as {
+    <T extends string>(values: readonly T[], fallback: T): Rule<T>;
+    <T extends string>(values: readonly T[]): Rule<T | undefined>;
+  },
+  bool: ((fallback?: boolean) => (v: Validator, name: string, x: unknown) => {
+    if (absent(x)) return fallback;
+    if (typeof x !== "boolean") v.fail(name, x, "true or false");
+    return x as boolean;
+  }) as { (fallback: boolean): Rule<boolean>; (): Rule<boolean | undefined> },
   fn:
     <F>(): Rule<F | undefined> =>
     (v, name, x) =>
@@ -234,8 +271,14 @@ export const opt = {
       if (check && !check(x)) v.fail(name, x, allowed);
       return x as T;
     },
+  /** A nested table of options, read as a whole (absent: every option's default). */
   object:
     <S extends Spec>(spec: S): Rule<Parsed<S>> =>
     (v, name, x) =>
       parseOptions(v, spec, x, name),
+  /** A nested table that may be absent (undefined) as a whole. */
+  record:
+    <S extends Spec>(spec: S): Rule<Parsed<S> | undefined> =>
+    (v, name, x) =>
+      absent(x) ? undefined : parseOptions(v, spec, x, name),
 };

@@ -23,7 +23,7 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import type { Dialect } from "./dialect.ts";
-import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { type AdapterOptions, asPolicy, FETCH_SPEC, runFor } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { hasUndici, type Transport, undiciTransport } from "./transport.ts";
 
@@ -57,19 +57,6 @@ export interface GuardedFetchOptions extends AdapterOptions {
    * for its prompt fails before it is sent. @default unchecked */
   contextTokens?: number;
 }
-
-/** The options of the fetch layer an adapter passes on (all but `fetch` and `dialect`). */
-export const FETCH_SPEC = {
-  ...ADAPTER_SPEC,
-  connectTimeoutMs: opt.int({ min: 1, max: 2_147_483_647, default: Number.NaN }),
-  attemptHeader: opt.any<string | false>(
-    (h) => h === false || (typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)),
-    "a header name or false",
-  ),
-  continuation: opt.bool(false),
-  truncation: opt.oneOf(["error", "allow"] as const, "error"),
-  contextTokens: opt.int({ min: 1, default: Number.NaN }),
-};
 
 const SPEC = {
   ...FETCH_SPEC,

@@ -28,6 +28,19 @@ export const ADAPTER_SPEC = {
   ),
 };
 
+/** The options of the fetch layer an adapter passes on (all but `fetch` and `dialect`). */
+export const FETCH_SPEC = {
+  ...ADAPTER_SPEC,
+  connectTimeoutMs: opt.int({ min: 1, max: 2_147_483_647, default: Number.NaN }),
+  attemptHeader: opt.any<string | false>(
+    (h) => h === false || (typeof h === "string" && /^[A-Za-z0-9-]+$/.test(h)),
+    "a header name or false",
+  ),
+  continuation: opt.bool(false),
+  truncation: opt.oneOf(["error", "allow"] as const, "error"),
+  contextTokens: opt.int({ min: 1, default: Number.NaN }),
+};
+
 /** The run for one call: the call's own, else the adapter's. */
 export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
   const run =

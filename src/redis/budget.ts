@@ -1,4 +1,5 @@
-import { type Admission, ConfigError, RetryBudget, type RetryBudgetOptions } from "../index.ts";
+import { type Admission, RetryBudget, type RetryBudgetOptions } from "../index.ts";
+import { opt, parseOptions } from "../internal.ts";
 import { type Fleet, type Member, Script } from "./state.ts";
 
 /** Options of a shared retry budget: a RetryBudget's, and how many tokens a process takes
@@ -9,6 +10,7 @@ export interface SharedRetryBudgetOptions extends RetryBudgetOptions {
 }
 
 const MILLI = 1000;
+const LEASE_SPEC = { leaseTokens: opt.int({ min: 1, default: 2 }) };
 
 /** Deposits what the process earned and tops its lease up: one atomic step on the
  * fleet's bucket (in thousandths of a token). */
@@ -42,13 +44,12 @@ export class SharedRetryBudget implements Admission, Member {
   #fleetMilli: number;
 
   constructor(fleet: Fleet, upstream: string, options: SharedRetryBudgetOptions = {}) {
-    const { leaseTokens = 2, ...budget } = options;
+    const { leaseTokens, ...budget } = options;
     this.#local = new RetryBudget(budget); // checks maxTokens and tokenRatio
-    if (!(Number.isInteger(leaseTokens) && leaseTokens >= 1))
-      throw new ConfigError("SharedRetryBudget", "leaseTokens", leaseTokens, "an integer >= 1");
+    const lease = parseOptions("SharedRetryBudget", LEASE_SPEC, { leaseTokens }).leaseTokens;
     this.#fleet = fleet;
     this.#key = fleet.key(upstream, "budget");
-    this.#wantMilli = leaseTokens * MILLI;
+    this.#wantMilli = lease * MILLI;
     this.#maxMilli = Math.round(this.#local.maxTokens * MILLI);
     this.#ratioMilli = Math.round(this.#local.tokenRatio * MILLI);
     this.#fleetMilli = this.#maxMilli;

@@ -1,4 +1,5 @@
-import { backgroundClock, type Clock, ConfigError } from "../index.ts";
+import { backgroundClock, type Clock } from "../index.ts";
+import { opt, parseOptions, Validator } from "../internal.ts";
 
 /** What breakwater needs of a Redis client: one command at a time (node-redis's
  * `sendCommand`; wrap ioredis as `{ sendCommand: (a) => redis.call(a[0], ...a.slice(1)) }`). */
@@ -32,11 +33,16 @@ export interface Member {
   sync(): Promise<void>;
 }
 
-const int = (owner: string, name: string, v: unknown, fallback: number, min: number) => {
-  if (v === undefined) return fallback;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min)
-    throw new ConfigError(owner, name, v, `an integer >= ${min}`);
-  return v;
+const CLIENT = "a Redis client with sendCommand (node-redis)";
+
+/** The one table of a fleet's options. */
+const FLEET = {
+  client: opt.any<RedisLike>((c) => typeof (c as RedisLike | null)?.sendCommand === "function", CLIENT),
+  prefix: opt.str({ pattern: /^[^{}\s]+$/, allowed: "a non-empty string without braces or spaces" }),
+  syncMs: opt.int({ min: 1, default: 100 }),
+  timeoutMs: opt.int({ min: 1, default: 250 }),
+  staleAfterMs: opt.int({ min: 1, default: 1000 }),
+  clock: opt.clock(),
 };
 
 /** Slots per sliding window of counts (as the local admission and breaker keep). */
@@ -120,27 +126,14 @@ export class Fleet {
   #failures = 0;
 
   constructor(options: FleetOptions) {
-    const owner = "fleet";
-    const client = options?.client;
-    if (typeof (client as RedisLike | undefined)?.sendCommand !== "function")
-      throw new ConfigError(
-        owner,
-        "client",
-        client,
-        "a Redis client with sendCommand (node-redis)",
-      );
-    const prefix = options.prefix ?? "breakwater";
-    if (typeof prefix !== "string" || prefix === "" || /[{}\s]/.test(prefix))
-      throw new ConfigError(owner, "prefix", prefix, "a non-empty string without braces or spaces");
-    this.client = client;
-    this.prefix = prefix;
-    this.syncMs = int(owner, "syncMs", options.syncMs, 100, 1);
-    this.timeoutMs = int(owner, "timeoutMs", options.timeoutMs, 250, 1);
-    this.staleAfterMs = int(owner, "staleAfterMs", options.staleAfterMs, 1000, 1);
-    const clock = options.clock ?? backgroundClock;
-    if (typeof clock?.now !== "function" || typeof clock?.schedule !== "function")
-      throw new ConfigError(owner, "clock", clock, "a Clock (now, schedule)");
-    this.clock = clock;
+    const v = new Validator("fleet");
+    const o = parseOptions(v, FLEET, options);
+    this.client = o.client ?? v.fail("client", undefined, CLIENT);
+    this.prefix = o.prefix ?? "breakwater";
+    this.syncMs = o.syncMs;
+    this.timeoutMs = o.timeoutMs;
+    this.staleAfterMs = o.staleAfterMs;
+    this.clock = o.clock ?? backgroundClock;
   }
 
   /** Whether to decide on the fleet's state: the last sync worked, and recently. A failed

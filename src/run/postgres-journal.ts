@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { ConfigError, opt, parseOptions } from "../core/validate.ts";
 import { type Journal, JournalError, type StepRecord } from "./journal.ts";
 
 /** Options of a `PostgresJournal`. */
@@ -48,6 +49,11 @@ const MIGRATIONS: readonly ((s: string) => string)[] = [
 const MIGRATION_LOCK = 0x62_77_6a_6e; // "bwjn"
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+const POOL = "a pg Pool (new Pool({ connectionString }))";
+const SPEC = {
+  pool: opt.any<Pool>((p) => typeof (p as Pool | null)?.query === "function", POOL),
+  schema: opt.str({ pattern: SCHEMA_NAME, allowed: "a lower-case SQL name (a-z, 0-9, _)" }),
+};
 
 /**
  * The step journal on Postgres (`pg`): a run crashed on one machine resumes on another
@@ -67,17 +73,10 @@ export class PostgresJournal implements Journal {
 
   /** Connects, migrates the schema to the latest version, and returns the journal. */
   static async open(options: PostgresJournalOptions): Promise<PostgresJournal> {
-    const pool = options?.pool;
-    if (pool === null || typeof pool !== "object" || typeof pool.query !== "function")
-      throw new TypeError(
-        `PostgresJournal: option "pool" must be a pg Pool (new Pool({ connectionString })); got ${String(pool)}`,
-      );
-    const schema = options.schema ?? "breakwater";
-    if (typeof schema !== "string" || !SCHEMA_NAME.test(schema))
-      throw new TypeError(
-        `PostgresJournal: option "schema" must be a lower-case SQL name (a-z, 0-9, _); got ${JSON.stringify(schema)}`,
-      );
-    const j = new PostgresJournal(pool, schema);
+    const { pool, schema } = parseOptions("PostgresJournal", SPEC, options);
+    if (pool === undefined)
+      throw new ConfigError("PostgresJournal", "pool", pool, POOL);
+    const j = new PostgresJournal(pool, schema ?? "breakwater");
     await j.migrate();
     return j;
   }

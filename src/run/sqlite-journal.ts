@@ -1,4 +1,5 @@
 import { DatabaseSync } from "node:sqlite";
+import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { type Journal, JournalError, type StepRecord } from "./journal.ts";
 
 interface Row {
@@ -24,6 +25,8 @@ export interface SqliteJournalOptions {
   /** How long a write waits for another process's lock before it fails. @default 5000 */
   busyTimeoutMs?: number;
 }
+
+const SPEC = { busyTimeoutMs: opt.int({ default: 5000 }) };
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS breakwater_steps (
@@ -55,15 +58,9 @@ export class SqliteJournal implements Journal {
 
   /** `path` is a file, or ":memory:" (the default). */
   constructor(path = ":memory:", options: SqliteJournalOptions = {}) {
-    if (typeof path !== "string" || path === "")
-      throw new TypeError(
-        `SqliteJournal: "path" must be a file path or ":memory:"; got ${String(path)}`,
-      );
-    const busy = options.busyTimeoutMs ?? 5000;
-    if (!(Number.isInteger(busy) && busy >= 0))
-      throw new TypeError(
-        `SqliteJournal: option "busyTimeoutMs" must be an integer >= 0; got ${String(busy)}`,
-      );
+    const v = new Validator("SqliteJournal");
+    if (typeof path !== "string" || path === "") v.fail("path", path, 'a file path or ":memory:"');
+    const busy = parseOptions(v, SPEC, options).busyTimeoutMs;
     this.#path = path;
     this.#db = this.#run("open the journal", () => {
       const db = new DatabaseSync(path);

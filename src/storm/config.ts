@@ -1,6 +1,25 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { ConfigError } from "../index.ts";
+import { opt, parseOptions, type Rule } from "../internal.ts";
 import type { StormStack } from "./types.ts";
+
+const STACK = {
+  name: opt.str(),
+  description: opt.str(),
+  propagatesCancel: opt.bool(true),
+  create: opt.fn<StormStack["create"]>(),
+};
+
+/** One stack, checked: `{ name, description?, propagatesCancel?, create }`. */
+export const stackRule: Rule<StormStack> = (v, at, x) => {
+  const s = parseOptions(v, STACK, x, at);
+  const name = s.name ?? v.fail(`${at}.name`, undefined, "a non-empty string");
+  const create =
+    s.create ??
+    v.fail(`${at}.create`, undefined, "a function ({ clock, random, provider, tool }) => { model, tool? }");
+  return { name, description: s.description ?? name, propagatesCancel: s.propagatesCancel, create };
+};
 
 /**
  * Loads stacks from a user's module: `export default [stack, ...]` or
@@ -13,29 +32,12 @@ export async function loadStacks(file: string): Promise<StormStack[]> {
     stacks?: unknown;
   };
   const list = mod.stacks ?? mod.default;
-  if (!Array.isArray(list) || list.length === 0) {
-    throw new TypeError(
-      `${file}: export a non-empty array of stacks as "stacks" or as the default export`,
+  if (!Array.isArray(list) || list.length === 0)
+    throw new ConfigError(
+      file,
+      "stacks",
+      list,
+      'a non-empty array of stacks, exported as "stacks" or as the default export',
     );
-  }
-  return list.map((s, i) => {
-    const at = `${file}: stacks[${i}]`;
-    if (s === null || typeof s !== "object")
-      throw new TypeError(`${at} must be an object; got ${String(s)}`);
-    const { name, description, propagatesCancel, create } = s as Partial<StormStack>;
-    if (typeof name !== "string" || name === "")
-      throw new TypeError(`${at}.name must be a non-empty string`);
-    if (typeof create !== "function")
-      throw new TypeError(
-        `${at}.create must be a function ({ clock, random, provider, tool }) => { model, tool? }`,
-      );
-    if (propagatesCancel !== undefined && typeof propagatesCancel !== "boolean")
-      throw new TypeError(`${at}.propagatesCancel must be true or false`);
-    return {
-      name,
-      description: typeof description === "string" ? description : name,
-      propagatesCancel: propagatesCancel ?? true,
-      create,
-    };
-  });
+  return parseOptions(file, { stacks: opt.list(stackRule) }, { stacks: list }).stacks!;
 }

@@ -1,4 +1,5 @@
-import { type Clock, readHeader } from "../index.ts";
+import type { Clock } from "../index.ts";
+import { readHeader } from "../internal.ts";
 
 /**
  * The peers' own retry loops, read from their sources and cited line by line, so each peer

@@ -1,3 +1,5 @@
+import { opt, parseOptions } from "../internal.ts";
+import { stackRule } from "./config.ts";
 import type { StackResult } from "./metrics.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { capacityGoodput, simulate } from "./simulate.ts";
@@ -15,6 +17,13 @@ export interface StormOptions {
   onProgress?: (scenario: string, stack: string, done: number) => void;
 }
 
+const OPTIONS = {
+  scenarios: opt.list(opt.oneOf(Object.keys(SCENARIOS))),
+  stacks: opt.list(stackRule),
+  seed: opt.int({ default: 1 }),
+  onProgress: opt.fn<NonNullable<StormOptions["onProgress"]>>(),
+};
+
 /** One scenario's results, stack by stack. */
 export interface ScenarioReport {
   scenario: Omit<Scenario, "prices"> & { prices: Scenario["prices"] };
@@ -31,17 +40,10 @@ export interface StormReport {
 
 /** Runs every scenario against every stack. Deterministic: one seed, one report. */
 export async function runStorm(options: StormOptions = {}): Promise<StormReport> {
-  const seed = options.seed ?? 1;
-  if (!Number.isInteger(seed) || seed < 0)
-    throw new TypeError(`storm: option "seed" must be an integer >= 0; got ${seed}`);
-  const names = options.scenarios ?? Object.keys(SCENARIOS);
-  for (const n of names) {
-    if (!Object.hasOwn(SCENARIOS, n))
-      throw new TypeError(
-        `storm: unknown scenario ${JSON.stringify(n)}; one of ${Object.keys(SCENARIOS).join(", ")}`,
-      );
-  }
-  const stacks = options.stacks ?? STACKS;
+  const o = parseOptions("storm", OPTIONS, options);
+  const seed = o.seed;
+  const names = o.scenarios ?? Object.keys(SCENARIOS);
+  const stacks = o.stacks ?? STACKS;
   const scenarios: ScenarioReport[] = [];
   for (const name of names) {
     const scenario = SCENARIOS[name]!;

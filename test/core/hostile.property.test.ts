@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FAILURE_KINDS } from "../../src/core/failure.ts";
-import { classify, parseRetryAfter, readHeader } from "../../src/index.ts";
+import { classify, parseRetryAfter } from "../../src/index.ts";
+import { readHeader } from "../../src/internal.ts";
 
 /** Every field classify reads, at any depth. */
 const FIELDS = [

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { parseRateLimitReset } from "../../src/core/ratelimit.ts";
 import {
   MAX_DELAY_MS,
   parseHttpDate,
-  parseRateLimitReset,
   parseResetValue,
   parseRetryAfter,
 } from "../../src/core/retry-after.ts";

@@ -97,10 +97,10 @@ describe("the storm", () => {
 
   it("rejects unknown scenarios and bad seeds", async () => {
     await expect(runStorm({ scenarios: ["tsunami"] })).rejects.toThrow(
-      /unknown scenario "tsunami"; one of outage-503/,
+      /"scenarios\[0\]" must be one of "outage-503", .*; got "tsunami"/,
     );
     await expect(runStorm({ scenarios: ["toString"] })).rejects.toThrow(
-      /unknown scenario "toString"/,
+      /"scenarios\[0\]" must be one of .*; got "toString"/,
     );
     await expect(runStorm({ seed: -1 })).rejects.toThrow(/"seed" must be an integer >= 0; got -1/);
   });
@@ -123,7 +123,7 @@ describe("the storm", () => {
     expect(r.successRate).toBeLessThan(1);
     const bad = join(dir, "bad.mjs");
     await writeFile(bad, `export default [{ name: "x" }];`);
-    await expect(loadStacks(bad)).rejects.toThrow(/stacks\[0\].create must be a function/);
+    await expect(loadStacks(bad)).rejects.toThrow(/"stacks\[0\]\.create" must be a function/);
   });
 
   it("prints a table and Markdown with every stack and figure", async () => {

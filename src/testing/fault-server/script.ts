@@ -1,5 +1,4 @@
-import { ConfigError } from "../../index.ts";
-import { type Field, flag, int, list, num, oneOf, pair, record, text } from "./check.ts";
+import { opt, parseOptions, type Rule } from "../../internal.ts";
 import type { RateLimitScript } from "./ratelimit.ts";
 
 /** The fault server's routes: the three providers and the tool endpoint. */
@@ -119,82 +118,82 @@ export interface FaultScript {
   rateLimit?: RateLimitScript;
 }
 
-const status = int(100, 599, "an HTTP status from 100 to 599");
+const status = opt.int({ min: 100, max: 599, allowed: "an HTTP status from 100 to 599" });
+const text = opt.str();
+const flag = opt.bool();
+const seconds = (min: number, max: number) => opt.num({ min, max });
 
-/** The one table of a rule's fields: matching and answer. */
-const RULE = record<FaultRule>({
-  route: oneOf(ROUTES),
-  tool: text,
-  model: text,
-  requests: pair(1),
-  window: pair(0),
-  probability: num(0, 1),
-  times: int(1),
-  status,
-  error: oneOf(ERROR_NAMES),
-  message: text,
-  retryAfter: num(0, 10_000_000),
-  retryAfterDate: num(-10_000_000, 10_000_000),
-  retryAfterMs: num(0, 10_000_000_000),
-  shouldRetry: flag,
-  headersDelayMs: num(0, 3_600_000),
-  tokenLatencyMs: num(0, 60_000),
-  stream: record<StreamFault>({
-    after: int(0),
-    action: oneOf(["stall", "cut", "error"] as const),
-    error: oneOf(ERROR_NAMES),
-    keepaliveMs: num(10, 60_000),
-  }),
-  reset: flag,
-  afterWork: flag,
-  workMs: num(0, 3_600_000),
-  text,
-  toolCalls: list(record<{ name: string; arguments: string }>({ name: text, arguments: text })),
-  finish: oneOf(["length"] as const),
-  refusal: text,
-});
-
-const ruleField: Field<FaultRule> = (x, at, owner) => {
-  const rule = RULE(x, at, owner);
-  if (rule.stream) rule.stream = { ...rule.stream, after: rule.stream.after ?? 0 };
-  if (rule.stream && rule.stream.action === undefined)
-    throw new ConfigError(
-      owner,
-      `${at}.stream.action`,
-      undefined,
-      'one of "stall", "cut", "error"',
-    );
-  if (rule.afterWork && rule.route !== "tools")
-    throw new ConfigError(owner, `${at}.afterWork`, true, 'used only with route "tools"');
-  return rule;
+/** The one table of a stream fault's fields. */
+const STREAM = {
+  after: opt.int({ default: 0 }),
+  action: opt.oneOf(["stall", "cut", "error"] as const),
+  error: opt.oneOf(ERROR_NAMES),
+  keepaliveMs: seconds(10, 60_000),
 };
 
-const SCRIPT = record<FaultScript>({
-  seed: int(0),
+/** The one table of a rule's fields: matching and answer. */
+const RULE = {
+  route: opt.oneOf(ROUTES),
+  tool: text,
+  model: text,
+  requests: opt.pair({ min: 1 }),
+  window: opt.pair({ min: 0 }),
+  probability: seconds(0, 1),
+  times: opt.int({ min: 1 }),
+  status,
+  error: opt.oneOf(ERROR_NAMES),
+  message: text,
+  retryAfter: seconds(0, 10_000_000),
+  retryAfterDate: seconds(-10_000_000, 10_000_000),
+  retryAfterMs: seconds(0, 10_000_000_000),
+  shouldRetry: flag,
+  headersDelayMs: seconds(0, 3_600_000),
+  tokenLatencyMs: seconds(0, 60_000),
+  stream: opt.record(STREAM),
+  reset: flag,
+  afterWork: flag,
+  workMs: seconds(0, 3_600_000),
   text,
-  rules: list(ruleField),
-  capacity: record<Capacity>({
-    maxConcurrent: int(1),
-    maxPerSecond: int(1),
+  toolCalls: opt.list(opt.object({ name: text, arguments: text })),
+  finish: opt.oneOf(["length"] as const),
+  refusal: text,
+};
+
+const rule: Rule<FaultRule> = (v, at, x) => {
+  const r = parseOptions(v, RULE, x, at);
+  if (r.stream && r.stream.action === undefined)
+    v.fail(`${at}.stream.action`, undefined, 'one of "stall", "cut", "error"');
+  if (r.afterWork && r.route !== "tools")
+    v.fail(`${at}.afterWork`, true, 'used only with route "tools"');
+  return r as FaultRule;
+};
+
+const SCRIPT = {
+  seed: opt.int({ default: 1 }),
+  text: opt.str(),
+  rules: opt.list(rule),
+  capacity: opt.record({
+    maxConcurrent: opt.int({ min: 1 }),
+    maxPerSecond: opt.int({ min: 1 }),
     status,
-    retryAfter: num(0, 86_400),
+    retryAfter: seconds(0, 86_400),
   }),
   checkpoints: flag,
-  rateLimit: record<RateLimitScript>({
-    requestsPerMinute: int(1),
-    tokensPerMinute: int(1),
-    windowMs: int(100),
+  rateLimit: opt.record({
+    requestsPerMinute: opt.int({ min: 1 }),
+    tokensPerMinute: opt.int({ min: 1 }),
+    windowMs: opt.int({ min: 100 }),
   }),
-});
+};
 
 /** Validates a script (from JSON or code) with errors that name the bad field. */
 export function parseScript(
   input: unknown,
 ): Required<Pick<FaultScript, "seed" | "text" | "rules">> & FaultScript {
-  const s = SCRIPT(input === undefined ? {} : input, "", "fault script");
+  const s = parseOptions("fault script", SCRIPT, input);
   return {
-    ...s,
-    seed: s.seed ?? 1,
+    ...(s as FaultScript),
+    seed: s.seed,
     text: s.text ?? "The fault server says hello, one word at a time.",
     rules: s.rules ?? [],
   };

@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { systemClock } from "../../index.ts";
+import { opt, parseOptions } from "../../internal.ts";
 import { countTokens } from "../fake-model.ts";
 import { mulberry32 } from "../random.ts";
-import { int, oneOf, record } from "./check.ts";
 import { type Extra, extraFor } from "./extras.ts";
 import {
   DEFAULT_MESSAGES,
@@ -727,22 +727,21 @@ function toolCode(status: number): string {
 
 const LOOPBACK = ["127.0.0.1", "::1", "localhost"] as const;
 
-const OPTIONS = record<FaultServerOptions>({
-  script: (x) => x as FaultServerOptions["script"], // checked by parseScript
-  port: int(0, 65_535),
-  host: oneOf(LOOPBACK),
-  maxBodyBytes: int(1),
-  maxConnections: int(1),
-  requestTimeoutMs: int(100, 3_600_000),
-});
+const OPTIONS = {
+  script: opt.any<FaultServerOptions["script"]>(), // checked by parseScript
+  port: opt.int({ max: 65_535, default: 0, allowed: "an integer from 0 to 65535" }),
+  host: opt.oneOf(LOOPBACK, "127.0.0.1"),
+  maxBodyBytes: opt.int({ min: 1, default: 1 << 20 }),
+  maxConnections: opt.int({ min: 1, default: 512 }),
+  requestTimeoutMs: opt.int({ min: 100, max: 3_600_000, default: 30_000 }),
+};
 
 /** Starts the fault server on loopback. */
 export async function startFaultServer(options: FaultServerOptions = {}): Promise<FaultServer> {
-  const o = OPTIONS(options, "", "startFaultServer");
-  const host = o.host ?? "127.0.0.1";
-  const port = o.port ?? 0;
-  const maxBody = o.maxBodyBytes ?? 1 << 20;
-  const requestTimeout = o.requestTimeoutMs ?? 30_000;
+  const o = parseOptions("startFaultServer", OPTIONS, options);
+  const { host, port } = o;
+  const maxBody = o.maxBodyBytes;
+  const requestTimeout = o.requestTimeoutMs;
   // Slow-header and slow-body clients are cut; a flood of connections is refused.
   const server = createServer({
     keepAliveTimeout: 1000,
@@ -751,7 +750,7 @@ export async function startFaultServer(options: FaultServerOptions = {}): Promis
     // Node checks those timeouts on this interval (30 s by default).
     connectionsCheckingInterval: Math.max(50, Math.min(1_000, requestTimeout / 4)),
   });
-  server.maxConnections = o.maxConnections ?? 512;
+  server.maxConnections = o.maxConnections;
   const impl = new FaultServerImpl(server, options.script, maxBody);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
