@@ -60,65 +60,96 @@ function worstWait(l: LayerSpec): number {
   return sum;
 }
 
+/** A layer that retries, and the warning that it does when it does. */
+function layer(warnings: string[], spec: LayerSpec, warning: string): LayerSpec {
+  if (spec.attempts > 1) warnings.push(warning);
+  return spec;
+}
+
+/** The layer of an SDK with openai-node's retry shape (openai, anthropic): min(0.5 s·2^n,
+ * 8 s), less up to 25% jitter; 2 retries by default. */
+function stainless(warnings: string[], name: string, maxRetries: number | undefined, fix: string) {
+  const retries = maxRetries ?? 2;
+  const spec = {
+    name,
+    attempts: retries + 1,
+    backoff: { baseMs: 500, capMs: 8_000, jitter: "none" as const },
+  };
+  return layer(warnings, spec, `${name} retries on its own (maxRetries ${retries}): ${fix}`);
+}
+
+/** @google/genai's layer: one attempt unless retryOptions is set, then 5 by default. */
+function googleLayer(warnings: string[], client: object): LayerSpec {
+  const g = client as {
+    apiClient?: { clientOptions?: { httpOptions?: { retryOptions?: { attempts?: number } } } };
+  };
+  const retry = g.apiClient?.clientOptions?.httpOptions?.retryOptions;
+  const attempts = retry ? (retry.attempts ?? 5) : 1;
+  const spec = {
+    name: "google",
+    attempts,
+    backoff: { baseMs: 1_000, capMs: 60_000, jitter: "up-to-2x" as const },
+  };
+  return layer(
+    warnings,
+    spec,
+    `@google/genai retries on its own (${attempts} attempts): drop httpOptions.retryOptions or use breakwater/google`,
+  );
+}
+
 /** The SDKs' own retry layers, read off their clients (defaults from their sources). */
 function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const out: LayerSpec[] = [];
   if (c.langchain) {
     const retries = c.langchain.caller?.maxRetries ?? 6;
-    if (retries > 0)
-      warnings.push(
-        `LangChain retries on its own (maxRetries ${retries}): new ChatX({ maxRetries: 0 }) or breakwater/langchain`,
-      );
     // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
-    out.push({
+    const spec = {
       name: "langchain",
       attempts: retries + 1,
-      backoff: { baseMs: 1_000, jitter: "up-to-2x" },
-    });
-  }
-  const sdk = (name: string, maxRetries: number | undefined, fix: string) => {
-    const retries = maxRetries ?? 2;
-    if (retries > 0) warnings.push(`${name} retries on its own (maxRetries ${retries}): ${fix}`);
-    // openai-node and the anthropic SDK: min(0.5 s·2^n, 8 s), less up to 25% jitter.
-    out.push({
-      name,
-      attempts: retries + 1,
-      backoff: { baseMs: 500, capMs: 8_000, jitter: "none" },
-    });
-  };
-  if (c.openai)
-    sdk("openai", c.openai.maxRetries, "new OpenAI({ maxRetries: 0 }) or breakwater/openai");
-  if (c.anthropic)
-    sdk(
-      "anthropic",
-      c.anthropic.maxRetries,
-      "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
-    );
-  if (c.google) {
-    const g = c.google as {
-      apiClient?: { clientOptions?: { httpOptions?: { retryOptions?: { attempts?: number } } } };
+      backoff: { baseMs: 1_000, jitter: "up-to-2x" as const },
     };
-    const retry = g.apiClient?.clientOptions?.httpOptions?.retryOptions;
-    // js-genai: one attempt unless retryOptions is set, then 5 by default.
-    const attempts = retry ? (retry.attempts ?? 5) : 1;
-    if (attempts > 1)
-      warnings.push(
-        `@google/genai retries on its own (${attempts} attempts): drop httpOptions.retryOptions or use breakwater/google`,
-      );
-    out.push({
-      name: "google",
-      attempts,
-      backoff: { baseMs: 1_000, capMs: 60_000, jitter: "up-to-2x" },
-    });
+    out.push(
+      layer(
+        warnings,
+        spec,
+        `LangChain retries on its own (maxRetries ${retries}): new ChatX({ maxRetries: 0 }) or breakwater/langchain`,
+      ),
+    );
   }
+  if (c.openai)
+    out.push(
+      stainless(
+        warnings,
+        "openai",
+        c.openai.maxRetries,
+        "new OpenAI({ maxRetries: 0 }) or breakwater/openai",
+      ),
+    );
+  if (c.anthropic)
+    out.push(
+      stainless(
+        warnings,
+        "anthropic",
+        c.anthropic.maxRetries,
+        "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
+      ),
+    );
+  if (c.google) out.push(googleLayer(warnings, c.google));
   if (c.aiSdk) {
     const retries = c.aiSdk.maxRetries ?? 2;
-    if (retries > 0)
-      warnings.push(
-        `the AI SDK retries on its own (maxRetries ${retries}): pass maxRetries: 0 to generateText/streamText`,
-      );
     // ai: retryWithExponentialBackoff, 2 s then 4 s, no jitter.
-    out.push({ name: "ai-sdk", attempts: retries + 1, backoff: { baseMs: 2_000, jitter: "none" } });
+    const spec = {
+      name: "ai-sdk",
+      attempts: retries + 1,
+      backoff: { baseMs: 2_000, jitter: "none" as const },
+    };
+    out.push(
+      layer(
+        warnings,
+        spec,
+        `the AI SDK retries on its own (maxRetries ${retries}): pass maxRetries: 0 to generateText/streamText`,
+      ),
+    );
   }
   return out;
 }

@@ -6,6 +6,8 @@ import {
   runStorm,
   SCENARIO_NAMES,
   STACKS,
+  type StormReport,
+  type StormStack,
   textTable,
 } from "../storm/index.ts";
 import { integer, parse, UsageError, writable } from "./args.ts";
@@ -44,17 +46,10 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
       );
   await writable("json", values.json); // checked before the simulation, not after it
   await writable("html", values.html);
-  let stacks = [...STACKS, ...(values.config ? await configStacks(values.config) : [])];
-  if (values.stacks) {
-    const wanted = values.stacks.split(",").map((s) => s.trim());
-    for (const w of wanted) {
-      if (!stacks.some((s) => s.name === w))
-        throw new UsageError(
-          `--stacks: unknown stack ${JSON.stringify(w)}; one of ${stacks.map((s) => s.name).join(", ")}`,
-        );
-    }
-    stacks = stacks.filter((s) => wanted.includes(s.name));
-  }
+  const stacks = chosen(
+    [...STACKS, ...(values.config ? await configStacks(values.config) : [])],
+    values.stacks,
+  );
   const bar = progressBar();
   const started = performance.now();
   const report = await runStorm({
@@ -64,24 +59,39 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
     onProgress: (scenario, stack, done) => bar.update(`${scenario} / ${stack}`, done),
   });
   bar.done();
-  const wallS = (performance.now() - started) / 1000;
   out(values.markdown ? markdownTables(report) : textTable(report));
+  out(pace(report, (performance.now() - started) / 1000));
+  await write(out, values.json, () => JSON.stringify(report));
+  await write(out, values.html, () => htmlReport(report));
+  return 0;
+}
+
+/** The stacks `--stacks` names (all when it names none). */
+function chosen(stacks: readonly StormStack[], names: string | undefined): StormStack[] {
+  if (!names) return [...stacks];
+  const wanted = names.split(",").map((s) => s.trim());
+  for (const w of wanted)
+    if (!stacks.some((s) => s.name === w))
+      throw new UsageError(
+        `--stacks: unknown stack ${JSON.stringify(w)}; one of ${stacks.map((s) => s.name).join(", ")}`,
+      );
+  return stacks.filter((s) => wanted.includes(s.name));
+}
+
+/** How much simulated time the storm covered, and how fast. */
+function pace(report: StormReport, wallS: number): string {
   const simulated = report.scenarios.reduce(
     (s, r) => s + r.scenario.durationS * r.results.length,
     0,
   );
-  out(
-    `simulated ${simulated} s of provider trouble in ${wallS.toFixed(1)} s (${Math.round(simulated / wallS)} simulated s per wall s)`,
-  );
-  if (values.json) {
-    await writeFile(values.json, JSON.stringify(report));
-    out(`wrote ${values.json}`);
-  }
-  if (values.html) {
-    await writeFile(values.html, htmlReport(report));
-    out(`wrote ${values.html}`);
-  }
-  return 0;
+  return `simulated ${simulated} s of provider trouble in ${wallS.toFixed(1)} s (${Math.round(simulated / wallS)} simulated s per wall s)`;
+}
+
+/** Writes an output the user asked for. */
+async function write(out: (s: string) => void, file: string | undefined, text: () => string) {
+  if (!file) return;
+  await writeFile(file, text());
+  out(`wrote ${file}`);
 }
 
 /** The stacks of a --config file; a missing file or one that throws is named, in one line. */

@@ -197,7 +197,8 @@ const num = <R extends NumberRule & { readonly default?: number }>(
   ((v, name, x) => {
     if (absent(x)) return r.default;
     if (r.allowed === undefined) return v.num(name, x, r.min ?? 0, r.max);
-    const ok = typeof x === "number" && x >= (r.min ?? 0) && x <= (r.max ?? Number.POSITIVE_INFINITY);
+    const ok =
+      typeof x === "number" && x >= (r.min ?? 0) && x <= (r.max ?? Number.POSITIVE_INFINITY);
     return ok ? x : v.fail(name, x, r.allowed);
   }) as Rule<Defaulted<R, number>>;
 
@@ -231,7 +232,9 @@ export const opt = {
       return (x as unknown[]).map((e, i) => {
         const at = `${name}[${i}]`;
         const got = item(v, at, e);
-        return got === undefined ? v.fail(at, e, "a value, not undefined") : (got as Exclude<T, undefined>);
+        return got === undefined
+          ? v.fail(at, e, "a value, not undefined")
+          : (got as Exclude<T, undefined>);
       });
     },
   oneOf: (<T extends string>(values: readonly T[], fallback?: T) =>
@@ -250,17 +253,20 @@ export const opt = {
     (v, name, x) =>
       absent(x) ? undefined : v.fn<F>(name, x),
   /** A non-empty string; `pattern` with the words for what it allows. */
-  str: (r: { readonly pattern?: RegExp; readonly allowed?: string } = {}): Rule<string | undefined> =>
+  str:
+    (r: { readonly pattern?: RegExp; readonly allowed?: string } = {}): Rule<string | undefined> =>
     (v, name, x) => {
       if (absent(x)) return undefined;
       const s = v.str(name, x);
-      if (r.pattern !== undefined && !r.pattern.test(s)) v.fail(name, x, r.allowed ?? `a string matching ${r.pattern}`);
+      if (r.pattern !== undefined && !r.pattern.test(s))
+        v.fail(name, x, r.allowed ?? `a string matching ${r.pattern}`);
       return s;
     },
   /** A Clock (now, sleep, schedule): the one test of one (`isClock`). */
   clock: (): Rule<Clock | undefined> => (v, name, x) => {
     if (absent(x)) return undefined;
-    if (!isClock(x)) v.fail(name, x, "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()");
+    if (!isClock(x))
+      v.fail(name, x, "a Clock (now, sleep, schedule), e.g. systemClock or new VirtualClock()");
     return x as Clock;
   },
   /** Anything (checked where it is used, e.g. an AbortSignal by duck type). */

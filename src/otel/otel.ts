@@ -164,40 +164,7 @@ function watchCall(
     }),
   };
   return {
-    attempt(n) {
-      const started = performance.now();
-      const attempt = tracer.startSpan(
-        `breakwater.attempt ${n}`,
-        { kind: SpanKind.INTERNAL, attributes: { "breakwater.attempt": n } },
-        callContext,
-      );
-      const inAttempt = trace.setSpan(callContext, attempt);
-      if (n > 1) m.retries.add(1, metricAttrs);
-      return {
-        run: (fn) => context.with(inAttempt, fn),
-        firstContent() {
-          attempt.setAttribute("breakwater.time_to_first_token_ms", performance.now() - started);
-        },
-        end(record: AttemptRecord) {
-          attempt.setAttributes({
-            "breakwater.outcome": record.outcome,
-            "breakwater.wait_before_ms": record.waitMs,
-            ...failureAttributes(record.failure),
-            ...(record.usage && {
-              "gen_ai.usage.input_tokens": record.usage.inputTokens,
-              "gen_ai.usage.output_tokens": record.usage.outputTokens,
-            }),
-          });
-          if (record.outcome === "failed") attempt.setStatus({ code: SpanStatusCode.ERROR });
-          attempt.end();
-          m.attempts.add(1, {
-            ...metricAttrs,
-            "breakwater.outcome": record.outcome,
-            ...(record.failure && { "error.type": record.failure.kind }),
-          });
-        },
-      } satisfies AttemptWatch;
-    },
+    attempt: (n) => watchAttempt(tracer, m, callContext, metricAttrs, n),
     wait(ms, why, failure) {
       span.addEvent("breakwater.wait", {
         "breakwater.wait_ms": ms,
@@ -206,30 +173,75 @@ function watchCall(
       });
       m.wait.record(ms, { ...metricAttrs, "breakwater.wait_why": why });
     },
-    end(outcome: CallEnd) {
-      const { ledger } = outcome;
-      const attempts = ledger.attempts.length;
-      span.setAttributes({
-        "breakwater.attempts": attempts,
-        "gen_ai.usage.input_tokens": ledger.usage.inputTokens,
-        "gen_ai.usage.output_tokens": ledger.usage.outputTokens,
-        "breakwater.wasted.input_tokens": ledger.wasted.inputTokens,
-        "breakwater.wasted.output_tokens": ledger.wasted.outputTokens,
+    end: (outcome) => endCall(m, span, metricAttrs, outcome),
+  };
+}
+
+/** One attempt's span, a child of the call's, and its count. */
+function watchAttempt(
+  tracer: Tracer,
+  m: Instruments,
+  callContext: Context,
+  metricAttrs: Attributes,
+  n: number,
+): AttemptWatch {
+  const started = performance.now();
+  const attempt = tracer.startSpan(
+    `breakwater.attempt ${n}`,
+    { kind: SpanKind.INTERNAL, attributes: { "breakwater.attempt": n } },
+    callContext,
+  );
+  const inAttempt = trace.setSpan(callContext, attempt);
+  if (n > 1) m.retries.add(1, metricAttrs);
+  return {
+    run: (fn) => context.with(inAttempt, fn),
+    firstContent() {
+      attempt.setAttribute("breakwater.time_to_first_token_ms", performance.now() - started);
+    },
+    end(record: AttemptRecord) {
+      attempt.setAttributes({
+        "breakwater.outcome": record.outcome,
+        "breakwater.wait_before_ms": record.waitMs,
+        ...failureAttributes(record.failure),
+        ...(record.usage && {
+          "gen_ai.usage.input_tokens": record.usage.inputTokens,
+          "gen_ai.usage.output_tokens": record.usage.outputTokens,
+        }),
       });
-      m.perCall.record(attempts, metricAttrs);
-      recordTokens(m, ledger, metricAttrs);
-      if (!outcome.ok) {
-        span.setAttributes({
-          "breakwater.give_up_reason": outcome.reason,
-          ...failureAttributes(outcome.failure),
-        });
-        // Redacted: what is exported never carries a key (rule 10).
-        span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(outcome.error) });
-        m.giveUps.add(1, { ...metricAttrs, "breakwater.give_up_reason": outcome.reason });
-      }
-      span.end();
+      if (record.outcome === "failed") attempt.setStatus({ code: SpanStatusCode.ERROR });
+      attempt.end();
+      m.attempts.add(1, {
+        ...metricAttrs,
+        "breakwater.outcome": record.outcome,
+        ...(record.failure && { "error.type": record.failure.kind }),
+      });
     },
   };
+}
+
+/** The call's span ends: what it cost, and why it gave up when it did. */
+function endCall(m: Instruments, span: Span, metricAttrs: Attributes, outcome: CallEnd): void {
+  const { ledger } = outcome;
+  const attempts = ledger.attempts.length;
+  span.setAttributes({
+    "breakwater.attempts": attempts,
+    "gen_ai.usage.input_tokens": ledger.usage.inputTokens,
+    "gen_ai.usage.output_tokens": ledger.usage.outputTokens,
+    "breakwater.wasted.input_tokens": ledger.wasted.inputTokens,
+    "breakwater.wasted.output_tokens": ledger.wasted.outputTokens,
+  });
+  m.perCall.record(attempts, metricAttrs);
+  recordTokens(m, ledger, metricAttrs);
+  if (!outcome.ok) {
+    span.setAttributes({
+      "breakwater.give_up_reason": outcome.reason,
+      ...failureAttributes(outcome.failure),
+    });
+    // Redacted: what is exported never carries a key (rule 10).
+    span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(outcome.error) });
+    m.giveUps.add(1, { ...metricAttrs, "breakwater.give_up_reason": outcome.reason });
+  }
+  span.end();
 }
 
 function recordTokens(m: Instruments, ledger: CallEnd["ledger"], attrs: Attributes): void {

@@ -18,13 +18,7 @@ import { opt, type Rule } from "../core/validate.ts";
 import { isRun, partsOf } from "../run/internal.ts";
 import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
-import {
-  Attempt,
-  type AttemptEnd,
-  type AttemptOwner,
-  endGrants,
-  type Grant,
-} from "./attempt.ts";
+import { Attempt, type AttemptEnd, type AttemptOwner, endGrants, type Grant } from "./attempt.ts";
 import { type GateRequest, Refusal } from "./gates.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { CallWatch } from "./observer.ts";
@@ -265,7 +259,8 @@ export class Call implements AttemptOwner, GateRequest {
     const a = new Attempt(this, n, now, grants);
     this.#attempt = a;
     const watch = this.#watch;
-    if (watch !== undefined) a.watch(runHook(this, "observe", () => watch.attempt(a.attempt), undefined));
+    if (watch !== undefined)
+      a.watch(runHook(this, "observe", () => watch.attempt(a.attempt), undefined));
     return a;
   }
 
@@ -291,7 +286,11 @@ export class Call implements AttemptOwner, GateRequest {
   get cancel(): AbortSignal | undefined {
     const caller = this.#options?.signal;
     const left = this.#leaving?.();
-    return left === undefined ? caller : caller === undefined ? left : AbortSignal.any([caller, left]);
+    return left === undefined
+      ? caller
+      : caller === undefined
+        ? left
+        : AbortSignal.any([caller, left]);
   }
 
   /** A gate said no: what it granted so far goes back whole (nothing was sent), and the
@@ -337,7 +336,9 @@ export class Call implements AttemptOwner, GateRequest {
    * consumer who stopped before the first content chunk): recorded, but no verdict. */
   succeed(usage?: Partial<Usage>, left = false): void {
     const o = this.#o;
-    this.#attempt?.end(left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage });
+    this.#attempt?.end(
+      left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage },
+    );
     if (this.#ledger === undefined && o.onSuccess === undefined && this.#watch === undefined)
       return;
     this.ledger.endedAt = this.#record("ok", undefined, fullUsage(usage));
@@ -415,7 +416,9 @@ export class Call implements AttemptOwner, GateRequest {
     this.#lastError = error;
     this.#lastFailure = f;
     const usage = more.usage;
-    this.#attempt?.end(usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage });
+    this.#attempt?.end(
+      usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage },
+    );
     this.#record("failed", f, fullUsage(usage));
     this.#partial = more.partial;
     return f;

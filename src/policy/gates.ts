@@ -85,9 +85,7 @@ export class BreakerGate implements Gate, Grant {
 
   admit(_f: Failure, r: Reporter): Refusal | undefined {
     const b = this.#breaker;
-    return guard(r, "breaker.state", () => b.state, "closed") === "open"
-      ? CIRCUIT_OPEN
-      : undefined;
+    return guard(r, "breaker.state", () => b.state, "closed") === "open" ? CIRCUIT_OPEN : undefined;
   }
 
   end(how: AttemptEnd, _at: number, r: Reporter): void {

@@ -71,7 +71,12 @@ export interface Leg<C> {
  */
 export interface Strategy<C> {
   first(leg: Leg<C>): number | Promise<number>;
-  next(i: number, failure: Failure | undefined, leg: Leg<C>, last: unknown): number | Promise<number>;
+  next(
+    i: number,
+    failure: Failure | undefined,
+    leg: Leg<C>,
+    last: unknown,
+  ): number | Promise<number>;
   /** Whether a failure moves the call on; the upstream `i` is charged for it. */
   moves(i: number, error: unknown): boolean;
   /** The call succeeded at upstream `i`. */
@@ -94,7 +99,11 @@ export function checkUpstreams(v: Validator, upstreams: unknown): readonly Upstr
   });
   const clocks = new Set((upstreams as Upstream<unknown>[]).map((u) => u.policy.options.clock));
   if (clocks.size > 1)
-    v.fail("upstreams", "policies on different clocks", "policies sharing one clock (one deadline)");
+    v.fail(
+      "upstreams",
+      "policies on different clocks",
+      "policies sharing one clock (one deadline)",
+    );
   return upstreams as Upstream<unknown>[];
 }
 
@@ -128,7 +137,8 @@ export class Router<T, C> implements Fallback<T, C> {
     const leg = this.#leg(call);
     for (let i = await this.#strategy.first(leg); ; ) {
       const u = this.#ups[i]!;
-      const op = u.call ?? this.#v.fail(`upstreams[${i}].call`, undefined, "a function, to execute");
+      const op =
+        u.call ?? this.#v.fail(`upstreams[${i}].call`, undefined, "a function, to execute");
       try {
         const value = await u.policy.execute(op, leg.hop(u));
         this.#strategy.succeeded?.(i);
@@ -151,7 +161,8 @@ export class Router<T, C> implements Fallback<T, C> {
   async *#chunks(leg: Leg<C>, rest: Omit<StreamOptions<C>, "signal" | "run">): AsyncGenerator<C> {
     for (let i = await this.#strategy.first(leg); ; ) {
       const u = this.#ups[i]!;
-      const open = u.open ?? this.#v.fail(`upstreams[${i}].open`, undefined, "a function, to stream");
+      const open =
+        u.open ?? this.#v.fail(`upstreams[${i}].open`, undefined, "a function, to stream");
       const s: GuardedStream<C> = u.policy.stream(open, { ...rest, ...leg.hop(u) });
       let shown = false;
       try {

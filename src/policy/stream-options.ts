@@ -116,7 +116,11 @@ export function resolveStream<C>(
       'a function when mode is "restart" (the UI must drop the partial answer first)',
     );
   if (s.continueFrom !== undefined && s.mode !== "no-replay")
-    v.fail("continueFrom", s.continueFrom, 'absent unless mode is "no-replay" (a continuation goes on from what was shown)');
+    v.fail(
+      "continueFrom",
+      s.continueFrom,
+      'absent unless mode is "no-replay" (a continuation goes on from what was shown)',
+    );
   return {
     inspect: s.inspect,
     usage: s.usage,

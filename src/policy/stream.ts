@@ -269,7 +269,10 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     if (this.#s.usage !== undefined) this.#noteUsage(r, chunk);
     if (!r.contentSeen) {
-      if (this.#s.isContent !== undefined && !this.#hook("isContent", this.#s.isContent, chunk, true)) {
+      if (
+        this.#s.isContent !== undefined &&
+        !this.#hook("isContent", this.#s.isContent, chunk, true)
+      ) {
         r.held.push(chunk);
         return AGAIN;
       }
@@ -303,7 +306,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /** Whether a chunk after the first content is content too: with no `isContent`, all are. */
   #isContentOnce(chunk: C): boolean {
-    return this.#s.isContent === undefined || this.#hook("isContent", this.#s.isContent, chunk, true);
+    return (
+      this.#s.isContent === undefined || this.#hook("isContent", this.#s.isContent, chunk, true)
+    );
   }
 
   /** The consumer stopped (break out of for-await): close the source, keep no timer. An
@@ -392,7 +397,11 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const now = this.#o.clock.now();
     const next = this.#nextLimit(r);
     if (next.by === "idle") {
-      r.attempt.arm(next.at - now, "idle", () => r.lastChunkAt + this.#s.idleMs - this.#o.clock.now());
+      r.attempt.arm(
+        next.at - now,
+        "idle",
+        () => r.lastChunkAt + this.#s.idleMs - this.#o.clock.now(),
+      );
     } else {
       r.attempt.arm(
         next.at === Number.POSITIVE_INFINITY ? next.at : Math.max(0, next.at - now),

@@ -199,7 +199,10 @@ async function guardedParts(p: Policy, c: StreamCall) {
       continueFrom: (partial: PartialResult<Part>) => {
         const go = prefillOf(partial.answer);
         if (go === undefined) return undefined;
-        const prefill = { role: "assistant" as const, content: [{ type: "text" as const, text: go.prefill }] };
+        const prefill = {
+          role: "assistant" as const,
+          content: [{ type: "text" as const, text: go.prefill }],
+        };
         const next = open([...params.prompt, prefill], false);
         const shape = goOn(go.lead, openTextId(partial.chunks));
         return async (ctx: AttemptContext) => shapeParts(await next(ctx), shape);

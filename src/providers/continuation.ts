@@ -5,10 +5,14 @@ import type { SseEvent } from "./sse.ts";
 /** The prefill a broken answer may go on from, and the whitespace it was trimmed of
  * (providers refuse a prefill that ends in whitespace); undefined when it may not go on:
  * no text, or a tool call (one may be half-sent). */
-export function prefillOf(answer: {
-  readonly text: string;
-  readonly toolCalls: readonly unknown[];
-} | undefined): { prefill: string; lead: Lead } | undefined {
+export function prefillOf(
+  answer:
+    | {
+        readonly text: string;
+        readonly toolCalls: readonly unknown[];
+      }
+    | undefined,
+): { prefill: string; lead: Lead } | undefined {
   if (answer === undefined || answer.toolCalls.length > 0) return undefined;
   const prefill = answer.text.trimEnd();
   if (prefill === "") return undefined;

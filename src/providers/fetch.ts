@@ -359,8 +359,12 @@ function safeJson(text: string): unknown {
 
 /** Opens one attempt's events: of the request as it is, or (a continuation) with `body`. */
 function opener(c: FetchCall, body?: string, answered?: (res: Response) => void) {
-  const req = body === undefined ? c.outgoing : { ...c.outgoing, init: { ...c.outgoing.init, body } };
-  return async (ctx: { attempt: number; signal: AbortSignal }): Promise<AsyncIterable<SseEvent>> => {
+  const req =
+    body === undefined ? c.outgoing : { ...c.outgoing, init: { ...c.outgoing.init, body } };
+  return async (ctx: {
+    attempt: number;
+    signal: AbortSignal;
+  }): Promise<AsyncIterable<SseEvent>> => {
     const res = await c.send(req, ctx.attempt, ctx.signal);
     if (!res.ok) throw await UpstreamAnswer.read(res);
     answered?.(res);
@@ -375,12 +379,14 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
   const raw = c.outgoing.init.body;
-  const continuing = c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
+  const continuing =
+    c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
   return c.policy.stream<SseEvent>(opener(c, undefined, answered), {
     ...c.callOptions,
     isContent: (e) => dialect?.isContent(e.json, e) ?? true,
     ...(dialect?.usage && {
-      usage: (e: SseEvent) => (usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json)),
+      usage: (e: SseEvent) =>
+        usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
     }),
     ...(dialect?.answer && {
       answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),

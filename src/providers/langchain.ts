@@ -1,12 +1,20 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { ConfigError, type PartialAnswer, type Usage } from "../index.ts";
+import {
+  type CallOptions,
+  ConfigError,
+  type PartialAnswer,
+  type Policy,
+  type Usage,
+} from "../index.ts";
+import { parseOptions } from "../internal.ts";
 import { langchainAnswer } from "./answers.ts";
-import { type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
 
 /** What `withBreakwater` takes for a LangChain chat model: the policy and the run. */
 export type LangChainAdapterOptions = AdapterOptions;
 
 type Obj = Record<string, any>;
+const OWNER = "langchain.withBreakwater";
 type Method = (this: Obj, messages: unknown, options?: Obj, runManager?: unknown) => any;
 
 /** Usage from a message's standard `usage_metadata` (every LangChain chat model sets it). */
@@ -56,6 +64,8 @@ function withoutRetries(model: Obj, depth = 0): Obj {
   return own;
 }
 
+type Call = (opts: Obj) => CallOptions;
+
 /**
  * Routes a LangChain chat model (`ChatOpenAI`, `ChatAnthropic`, `ChatGoogleGenerativeAI`, any
  * `BaseChatModel`) through one policy: its AsyncCaller retries are off (LangChain's default
@@ -67,64 +77,36 @@ export function withBreakwater<M extends BaseChatModel>(
   model: M,
   options: LangChainAdapterOptions = {},
 ): M {
-  const m = model as unknown as Obj;
-  if (
-    m === null ||
-    typeof m !== "object" ||
-    typeof m._generate !== "function" ||
-    typeof m.invoke !== "function"
-  )
-    throw new ConfigError(
-      "langchain.withBreakwater",
-      "model",
-      model,
-      "a LangChain chat model (new ChatOpenAI(...), ...)",
-    );
+  const m = checkModel(model);
+  parseOptions(OWNER, ADAPTER_SPEC, options);
   const p = asPolicy(options.policy);
   const wrapped = withoutRetries(m);
   // What the wrapped methods run on: the originals, so a `_generate` that streams inside
   // (ChatAnthropic with `streaming: true`) is one policy call, not two nested.
   const inner = Object.create(wrapped) as Obj;
-  const run = (
-    method: Method,
-    messages: unknown,
-    opts: Obj,
-    runManager: unknown,
-    signal: AbortSignal,
-  ) => method.call(inner, messages, { ...opts, signal }, runManager);
-  const call = (opts: Obj) => ({
+  const call: Call = (opts) => ({
     ...(opts.signal && { signal: opts.signal as AbortSignal }),
     ...runFor(options),
   });
-
-  const generate = m._generate as Method;
-  wrapped._generate = (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-    p.execute((ctx) => run(generate, messages, opts, runManager, ctx.signal), {
-      ...call(opts),
-      usage: langchainUsage,
-    });
-  const streamed =
-    (
-      method: Method,
-      isContent: (c: unknown) => boolean,
-      answer?: (chunks: readonly unknown[]) => PartialAnswer,
-    ) =>
-    (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-      p.stream((ctx) => run(method, messages, opts, runManager, ctx.signal), {
-        ...call(opts),
-        isContent,
-        usage: langchainUsage,
-        ...(answer && { answer }),
-      });
+  wrapped._generate = generate(p, inner, m._generate as Method, call);
   inner._streamResponseChunks = m._streamResponseChunks;
   wrapped._streamResponseChunks = streamed(
+    p,
+    inner,
+    call,
     m._streamResponseChunks,
     isLangChainContent,
     langchainAnswer,
   );
   if (overrides(m, "_streamChatModelEvents")) {
     inner._streamChatModelEvents = m._streamChatModelEvents;
-    wrapped._streamChatModelEvents = streamed(m._streamChatModelEvents, isEventContent);
+    wrapped._streamChatModelEvents = streamed(
+      p,
+      inner,
+      call,
+      m._streamChatModelEvents,
+      isEventContent,
+    );
   }
   // ChatOpenAI's withConfig (and so bindTools) builds a new model from its fields: wrap
   // that one too, under the same policy.
@@ -139,6 +121,51 @@ export function withBreakwater<M extends BaseChatModel>(
         : next;
     };
   return wrapped as M;
+}
+
+/** The model, if it is a LangChain chat model; a ConfigError naming it if not. */
+function checkModel(model: unknown): Obj {
+  const m = model as Obj;
+  if (
+    m === null ||
+    typeof m !== "object" ||
+    typeof m._generate !== "function" ||
+    typeof m.invoke !== "function"
+  )
+    throw new ConfigError(
+      OWNER,
+      "model",
+      model,
+      "a LangChain chat model (new ChatOpenAI(...), ...)",
+    );
+  return m;
+}
+
+/** `_generate` under the policy: one provider call per attempt, the attempt's signal in. */
+function generate(p: Policy, inner: Obj, method: Method, call: Call) {
+  return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
+    p.execute((ctx) => method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager), {
+      ...call(opts),
+      usage: langchainUsage,
+    });
+}
+
+/** A streaming method under the policy: retried until its first content chunk. */
+function streamed(
+  p: Policy,
+  inner: Obj,
+  call: Call,
+  method: Method,
+  isContent: (c: unknown) => boolean,
+  answer?: (chunks: readonly unknown[]) => PartialAnswer,
+) {
+  return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
+    p.stream((ctx) => method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager), {
+      ...call(opts),
+      isContent,
+      usage: langchainUsage,
+      ...(answer && { answer }),
+    });
 }
 
 /** Whether the model's class defines `name` itself, rather than inheriting BaseChatModel's

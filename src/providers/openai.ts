@@ -2,9 +2,10 @@ import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
-import { rewrite, stripLead } from "./dialect.ts";
+import { type Lead, rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { checkClient } from "./shared.ts";
+import type { SseEvent } from "./sse.ts";
 
 export { callOptions } from "./fetch.ts";
 
@@ -79,6 +80,36 @@ function responsesText(r: Obj): string {
   return parts.join("");
 }
 
+/** A JSON answer's text, finish and refusal: the Responses API's or chat's. */
+function openaiReply(json: unknown) {
+  if (!isObject(json)) return undefined;
+  if (json.object === "response")
+    return { text: responsesText(json), finish: json.incomplete_details?.reason ?? json.status };
+  const choice = json.choices?.[0];
+  if (!isObject(choice)) return undefined;
+  return {
+    text: choice.message?.content ?? choice.text,
+    finish: choice.finish_reason,
+    refusal: choice.message?.refusal ?? undefined,
+  };
+}
+
+/** A continuation's chat chunk as the SDK should read it: the second answer's role chunk
+ * dropped, the lead whitespace taken off its first text. */
+function resumeChat(json: unknown, event: SseEvent, lead: Lead): SseEvent | undefined {
+  const delta = isObject(json) ? json.choices?.[0]?.delta : undefined;
+  if (!isObject(json) || !isObject(delta)) return event;
+  if (delta.role !== undefined && !delta.content && !delta.tool_calls) return undefined;
+  if (lead.strip > 0 && typeof delta.content === "string" && delta.content !== "") {
+    const content = stripLead(delta.content, lead);
+    return rewrite(event, {
+      ...json,
+      choices: [{ ...json.choices[0], delta: { ...delta, content } }],
+    });
+  }
+  return event;
+}
+
 /** How breakwater reads OpenAI's answers: chat completions, the Responses API, legacy
  * completions and embeddings, JSON or streamed. */
 export function openaiDialect(includeUsage = true): Dialect {
@@ -98,21 +129,7 @@ export function openaiDialect(includeUsage = true): Dialect {
       events.some((e) => isObject(e) && typeof e.type === "string")
         ? responsesAnswer(events)
         : chatAnswer(events),
-    reply: (json) => {
-      if (!isObject(json)) return undefined;
-      if (json.object === "response")
-        return {
-          text: responsesText(json),
-          finish: json.incomplete_details?.reason ?? json.status,
-        };
-      const choice = json.choices?.[0];
-      if (!isObject(choice)) return undefined;
-      return {
-        text: choice.message?.content ?? choice.text,
-        finish: choice.finish_reason,
-        refusal: choice.message?.refusal ?? undefined,
-      };
-    },
+    reply: openaiReply,
     transcript: (url, body) =>
       url.endsWith("/chat/completions") ? chatTranscript(url, body) : undefined,
     maxOutput: (body) => body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens,
@@ -127,19 +144,7 @@ export function openaiDialect(includeUsage = true): Dialect {
             ],
           }
         : undefined,
-    resume: (json, event, lead) => {
-      const delta = isObject(json) ? json.choices?.[0]?.delta : undefined;
-      if (!isObject(json) || !isObject(delta)) return event;
-      if (delta.role !== undefined && !delta.content && !delta.tool_calls) return undefined; // the second answer's role chunk
-      if (lead.strip > 0 && typeof delta.content === "string" && delta.content !== "") {
-        const content = stripLead(delta.content, lead);
-        return rewrite(event, {
-          ...json,
-          choices: [{ ...json.choices[0], delta: { ...delta, content } }],
-        });
-      }
-      return event;
-    },
+    resume: resumeChat,
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     prepare: (url, body) =>
       includeUsage &&

@@ -45,7 +45,10 @@ function timedConnector(
       if (settled) return;
       settled = true;
       socket?.destroy();
-      callback(new undici.errors.ConnectTimeoutError(`connect timed out after ${connectMs} ms`), null);
+      callback(
+        new undici.errors.ConnectTimeoutError(`connect timed out after ${connectMs} ms`),
+        null,
+      );
     }, connectMs);
     // undici's connector returns the socket it opens, though its type says void.
     const socket = base(opts, (error, connected) => {

@@ -37,8 +37,14 @@ const CLIENT = "a Redis client with sendCommand (node-redis)";
 
 /** The one table of a fleet's options. */
 const FLEET = {
-  client: opt.any<RedisLike>((c) => typeof (c as RedisLike | null)?.sendCommand === "function", CLIENT),
-  prefix: opt.str({ pattern: /^[^{}\s]+$/, allowed: "a non-empty string without braces or spaces" }),
+  client: opt.any<RedisLike>(
+    (c) => typeof (c as RedisLike | null)?.sendCommand === "function",
+    CLIENT,
+  ),
+  prefix: opt.str({
+    pattern: /^[^{}\s]+$/,
+    allowed: "a non-empty string without braces or spaces",
+  }),
   syncMs: opt.int({ min: 1, default: 100 }),
   timeoutMs: opt.int({ min: 1, default: 250 }),
   staleAfterMs: opt.int({ min: 1, default: 1000 }),

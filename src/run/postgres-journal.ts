@@ -74,8 +74,7 @@ export class PostgresJournal implements Journal {
   /** Connects, migrates the schema to the latest version, and returns the journal. */
   static async open(options: PostgresJournalOptions): Promise<PostgresJournal> {
     const { pool, schema } = parseOptions("PostgresJournal", SPEC, options);
-    if (pool === undefined)
-      throw new ConfigError("PostgresJournal", "pool", pool, POOL);
+    if (pool === undefined) throw new ConfigError("PostgresJournal", "pool", pool, POOL);
     const j = new PostgresJournal(pool, schema ?? "breakwater");
     await j.migrate();
     return j;

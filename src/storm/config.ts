@@ -17,7 +17,11 @@ export const stackRule: Rule<StormStack> = (v, at, x) => {
   const name = s.name ?? v.fail(`${at}.name`, undefined, "a non-empty string");
   const create =
     s.create ??
-    v.fail(`${at}.create`, undefined, "a function ({ clock, random, provider, tool }) => { model, tool? }");
+    v.fail(
+      `${at}.create`,
+      undefined,
+      "a function ({ clock, random, provider, tool }) => { model, tool? }",
+    );
   return { name, description: s.description ?? name, propagatesCancel: s.propagatesCancel, create };
 };
 

@@ -86,71 +86,135 @@ export function capacityGoodput(scenario: Scenario): number {
 
 const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);
 
+/** One turn under way: its info for the stack, the user's patience, and how it ends. */
+interface TurnCtx {
+  readonly info: TurnInfo;
+  readonly client: StackClient;
+  readonly random: () => number;
+  readonly key: number;
+  /** Aborts when the user stops waiting; passed on only to stacks that propagate it. */
+  readonly signal: AbortSignal | undefined;
+  /** Rejects when the user gives up. */
+  readonly gaveUp: Promise<never>;
+  /** The user still waits. */
+  waiting(): boolean;
+}
+
+/** The steps of a turn: the model calls, with the tool calls and the fan-out after the first. */
+function turnSteps(u: Scenario["users"]): ("model" | "tool" | "fan-out")[] {
+  const steps: ("model" | "tool" | "fan-out")[] = [];
+  for (let i = 0; i < u.modelCallsPerTurn; i++) {
+    steps.push("model");
+    if (i === 0) for (let k = 0; k < u.toolCallsPerTurn; k++) steps.push("tool");
+    if (i === 0 && (u.subagentsPerTurn ?? 0) > 0) steps.push("fan-out");
+  }
+  return steps;
+}
+
 /**
  * One scenario against one stack, in virtual time: the stack's real policy objects against a
  * simulated provider and a population of users. Deterministic for a seed.
  */
-export async function simulate(
-  scenario: Scenario,
-  stack: StormStack,
-  options: SimulateOptions,
-): Promise<StackResult> {
-  const warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
-  const clock = new VirtualClock(-warmupMs);
-  const r = streams(options.seed);
-  const { user: userRandom } = r;
-  const metrics = new Metrics(scenario);
-  const world = { clock, trigger: scenario.trigger, random: r.world, metrics, meter: metrics };
-  const provider = new SimProvider(world, scenario.provider);
-  const fallback = new SimProvider(
-    { clock, trigger: CALM, random: r.fallback, metrics, meter: metrics.fallbackMeter() },
-    scenario.provider,
-  );
-  const tool = new SimTool(world, scenario.tool);
-  const timeout = scenario.attemptTimeoutS;
-  const client = stack.create({
-    clock,
-    random: r.stack,
-    provider,
-    tool,
-    fallback,
-    ...(timeout !== undefined && { attemptTimeoutMs: timeout * 1000 }),
-  });
-  const endMs = scenario.durationS * 1000;
-  const stop = new AbortController();
-  let turns = 0;
+class Simulation {
+  readonly #scenario: Scenario;
+  readonly #stack: StormStack;
+  readonly #options: SimulateOptions;
+  readonly #warmupMs: number;
+  readonly #endMs: number;
+  readonly #turnMs: number;
+  readonly #clock: VirtualClock;
+  readonly #r: ReturnType<typeof streams>;
+  readonly #metrics: Metrics;
+  readonly #client: StackClient;
+  readonly #stop = new AbortController();
+  #turns = 0;
 
-  // A conversation: its turns at the user's own pace. A turn is due one expected turn time
-  // plus a think time after the previous one was due; it starts then, or when the previous
-  // turn ended if that is later (the user was still waiting). So a stack that fails fast
-  // does not make users ask sooner, and one that is slow does delay them. Each
-  // conversation's random stream is its own: every stack meets the same conversations.
-  const turnMs = expectedTurnS(scenario) * 1000;
-  const conversation = async (index: number) => {
-    const u = scenario.users;
-    const random = userRandom(index);
-    const key = index;
+  constructor(scenario: Scenario, stack: StormStack, options: SimulateOptions) {
+    this.#scenario = scenario;
+    this.#stack = stack;
+    this.#options = options;
+    this.#warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
+    this.#endMs = scenario.durationS * 1000;
+    this.#turnMs = expectedTurnS(scenario) * 1000;
+    const clock = new VirtualClock(-this.#warmupMs);
+    this.#clock = clock;
+    const r = streams(options.seed);
+    this.#r = r;
+    const metrics = new Metrics(scenario);
+    this.#metrics = metrics;
+    const world = { clock, trigger: scenario.trigger, random: r.world, metrics, meter: metrics };
+    const fallback = new SimProvider(
+      { clock, trigger: CALM, random: r.fallback, metrics, meter: metrics.fallbackMeter() },
+      scenario.provider,
+    );
+    const timeout = scenario.attemptTimeoutS;
+    this.#client = stack.create({
+      clock,
+      random: r.stack,
+      provider: new SimProvider(world, scenario.provider),
+      tool: new SimTool(world, scenario.tool),
+      fallback,
+      ...(timeout !== undefined && { attemptTimeoutMs: timeout * 1000 }),
+    });
+  }
+
+  /**
+   * Open-loop arrivals: new conversations arrive as a Poisson process at the rate that
+   * keeps `conversations` running when the provider is healthy (Little's law), and do not
+   * slow down when the provider does: that is what lets an overload feed itself. The clock
+   * starts two conversation lifetimes before 0 so the run begins in that steady state;
+   * nothing before 0 is measured.
+   */
+  async run(): Promise<StackResult> {
+    const clock = this.#clock;
+    const endMs = this.#endMs;
+    let conversations = 0;
+    const rate = this.#scenario.users.conversations / expectedConversationS(this.#scenario);
+    const arrivals = mulberry32((this.#options.seed * 31 + 17) >>> 0);
+    const arrive = () => {
+      if (clock.now() >= endMs) return;
+      void this.#conversation(conversations++).catch(() => {});
+      clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+    };
+    clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+    const sliceMs = 5_000;
+    const warmupMs = this.#warmupMs;
+    for (let t = -warmupMs; t < endMs; t += sliceMs) {
+      await clock.advance(Math.min(sliceMs, endMs - t));
+      const done = (t + sliceMs + warmupMs) / (endMs + warmupMs);
+      this.#options.onProgress?.(Math.min(1, Math.max(0, done)));
+    }
+    this.#stop.abort();
+    return this.#metrics.result(this.#stack.name, this.#scenario.prices, this.#options.calm);
+  }
+
+  /** A conversation: its turns at the user's own pace. A turn is due one expected turn
+   * time plus a think time after the previous one was due; it starts then, or when the
+   * previous turn ended if that is later (the user was still waiting). So a stack that
+   * fails fast does not make users ask sooner, and one that is slow does delay them. Each
+   * conversation's random stream is its own: every stack meets the same conversations. */
+  async #conversation(index: number): Promise<void> {
+    const u = this.#scenario.users;
+    const clock = this.#clock;
+    const random = this.#r.user(index);
     let depth = 0;
     let due = clock.now();
-    for (let t = 0; t < u.turnsPerConversation && clock.now() < endMs; t++) {
+    for (let t = 0; t < u.turnsPerConversation && clock.now() < this.#endMs; t++) {
       if (t > 0) {
-        due += turnMs + between(random, u.thinkS) * 1000;
-        if (due > clock.now()) await clock.sleep(due - clock.now(), stop.signal);
+        due += this.#turnMs + between(random, u.thinkS) * 1000;
+        if (due > clock.now()) await clock.sleep(due - clock.now(), this.#stop.signal);
       }
-      depth = await turn(client, u, depth, random, key);
+      depth = await this.#turn(depth, random, index);
     }
-  };
+  }
 
-  const turn = async (
-    c: StackClient,
-    u: Scenario["users"],
-    depth: number,
-    random: () => number,
-    key: number,
-  ): Promise<number> => {
+  /** One turn: its steps in order, within the user's patience. Returns the context depth. */
+  async #turn(depth: number, random: () => number, key: number): Promise<number> {
+    const clock = this.#clock;
+    const u = this.#scenario.users;
     const started = clock.now();
     const info: TurnInfo = {
-      id: ++turns,
+      id: ++this.#turns,
       startedAt: started,
       patienceMs: u.patienceS * 1000,
       state: new Map(),
@@ -165,94 +229,95 @@ export async function simulate(
       leave.signal.addEventListener("abort", () => reject(leave.signal.reason), { once: true }),
     );
     gaveUp.catch(() => {});
-    const signal = stack.propagatesCancel ? leave.signal : undefined;
+    const signal = this.#stack.propagatesCancel ? leave.signal : undefined;
+    const t: TurnCtx = {
+      info,
+      client: this.#client,
+      random,
+      key,
+      signal,
+      gaveUp,
+      waiting: () => waiting,
+    };
     try {
-      const steps: ("model" | "tool" | "fan-out")[] = [];
-      for (let i = 0; i < u.modelCallsPerTurn; i++) {
-        steps.push("model");
-        if (i === 0) for (let k = 0; k < u.toolCallsPerTurn; k++) steps.push("tool");
-        if (i === 0 && (u.subagentsPerTurn ?? 0) > 0) steps.push("fan-out");
-      }
-      // One model call, measured; it settles when the stack answers or the user leaves.
-      const modelCall = (inputTokens: number, subagent?: number) => {
-        const request = {
-          key,
-          inputTokens,
-          outputTokens: Math.round(between(random, u.outputTokens)),
-        };
-        const measured = metrics.callStarted(clock.now());
-        // A stack that ignores the user leaving keeps working (and retrying) after the user
-        // stopped waiting; the call is decided as failed when the user leaves.
-        let decided = false;
-        const decide = (ok: boolean, usage?: Usage) => {
-          if (decided) return;
-          decided = true;
-          metrics.callDecided(clock.now(), ok && waiting, usage, measured);
-        };
-        const call = c.model(request, {
-          signal,
-          turn: info,
-          ...(subagent !== undefined && { subagent }),
-        });
-        call.then(
-          (usage: Usage) => decide(true, usage),
-          () => decide(false),
-        );
-        return Promise.race([call, gaveUp]).finally(() => {
-          if (!waiting) decide(false);
-        });
-      };
-      for (const step of steps) {
+      for (const step of turnSteps(u)) {
         if (step === "tool") {
-          const measured = metrics.toolCallStarted(clock.now());
-          const ok = await Promise.race([
-            c.tool!({ order: info.id }, { signal, turn: info }),
-            gaveUp,
-          ]);
-          if (ok && measured && waiting) metrics.toolCallSucceeded();
-          if (!ok) break;
-          continue;
-        }
-        if (step === "fan-out") {
+          if (!(await this.#tool(t))) break;
+        } else if (step === "fan-out") {
           // Parallel subagents, each with a fresh context: the turn goes on when all answer.
           const k = u.subagentsPerTurn ?? 0;
-          const calls = Array.from({ length: k }, (_, j) => modelCall(u.inputTokens.base, j));
-          await Promise.all(calls);
-          continue;
+          await Promise.all(
+            Array.from({ length: k }, (_, j) => this.#model(t, u.inputTokens.base, j)),
+          );
+        } else {
+          const input = Math.min(
+            u.inputTokens.max,
+            u.inputTokens.base + u.inputTokens.perCall * depth++,
+          );
+          await this.#model(t, input);
         }
-        await modelCall(
-          Math.min(u.inputTokens.max, u.inputTokens.base + u.inputTokens.perCall * depth++),
-        );
       }
     } catch {
       // the turn failed or the user gave up: either way the user moves on
     } finally {
       patience();
-      metrics.turnEnded(started, Math.min(clock.now() - started, info.patienceMs));
+      this.#metrics.turnEnded(started, Math.min(clock.now() - started, info.patienceMs));
     }
     return depth;
-  };
-
-  // Open-loop arrivals: new conversations arrive as a Poisson process at the rate that keeps
-  // `conversations` running when the provider is healthy (Little's law), and do not slow
-  // down when the provider does: that is what lets an overload feed itself. The clock
-  // starts two conversation lifetimes before 0 so the run begins in that steady state;
-  // nothing before 0 is measured.
-  const u = scenario.users;
-  let conversations = 0;
-  const rate = u.conversations / expectedConversationS(scenario); // per second
-  const arrivals = mulberry32((options.seed * 31 + 17) >>> 0);
-  const arrive = () => {
-    if (clock.now() >= endMs) return;
-    void conversation(conversations++).catch(() => {});
-    clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
-  };
-  clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
-  const sliceMs = 5_000;
-  for (let t = -warmupMs; t < endMs; t += sliceMs) {
-    await clock.advance(Math.min(sliceMs, endMs - t));
-    options.onProgress?.(Math.min(1, Math.max(0, (t + sliceMs + warmupMs) / (endMs + warmupMs))));
   }
-  stop.abort();
-  return metrics.result(stack.name, scenario.prices, options.calm);
+
+  /** One tool call, measured: whether the turn goes on. */
+  async #tool(t: TurnCtx): Promise<boolean> {
+    const metrics = this.#metrics;
+    const measured = metrics.toolCallStarted(this.#clock.now());
+    const call = t.client.tool!({ order: t.info.id }, { signal: t.signal, turn: t.info });
+    const ok = await Promise.race([call, t.gaveUp]);
+    if (ok && measured && t.waiting()) metrics.toolCallSucceeded();
+    return ok;
+  }
+
+  /** One model call, measured; it settles when the stack answers or the user leaves. */
+  #model(t: TurnCtx, inputTokens: number, subagent?: number): Promise<unknown> {
+    const clock = this.#clock;
+    const metrics = this.#metrics;
+    const u = this.#scenario.users;
+    const request = {
+      key: t.key,
+      inputTokens,
+      outputTokens: Math.round(between(t.random, u.outputTokens)),
+    };
+    const measured = metrics.callStarted(clock.now());
+    // A stack that ignores the user leaving keeps working (and retrying) after the user
+    // stopped waiting; the call is decided as failed when the user leaves.
+    let decided = false;
+    const decide = (ok: boolean, usage?: Usage) => {
+      if (decided) return;
+      decided = true;
+      metrics.callDecided(clock.now(), ok && t.waiting(), usage, measured);
+    };
+    const call = t.client.model(request, {
+      signal: t.signal,
+      turn: t.info,
+      ...(subagent !== undefined && { subagent }),
+    });
+    call.then(
+      (usage: Usage) => decide(true, usage),
+      () => decide(false),
+    );
+    return Promise.race([call, t.gaveUp]).finally(() => {
+      if (!t.waiting()) decide(false);
+    });
+  }
+}
+
+/**
+ * One scenario against one stack, in virtual time: the stack's real policy objects against a
+ * simulated provider and a population of users. Deterministic for a seed.
+ */
+export function simulate(
+  scenario: Scenario,
+  stack: StormStack,
+  options: SimulateOptions,
+): Promise<StackResult> {
+  return new Simulation(scenario, stack, options).run();
 }

@@ -259,89 +259,26 @@ class FaultServerImpl {
       this.resetStats();
       return this.#send(res, 200, { ok: true });
     }
-    let route: Route | undefined;
-    let model = "";
-    let tool: string | undefined;
-    let geminiStream = false;
-    const gm = GEMINI_PATH.exec(path);
-    const tm = TOOL_PATH.exec(path);
-    const extra = extraFor(req.method, path);
-    let responsesApi = false;
-    if (extra) route = extra.route;
-    else if (path === "/v1/chat/completions") route = "openai";
-    else if (path === "/v1/responses") {
-      route = "openai";
-      responsesApi = true;
-    } else if (path === "/v1/messages") route = "anthropic";
-    else if (gm) {
-      route = "gemini";
-      try {
-        model = decodeURIComponent(gm[1]!);
-      } catch {
-        return this.#send(
-          res,
-          400,
-          DIALECTS.gemini.error(400, "bad_request", "malformed model name"),
-        );
-      }
-      geminiStream = gm[2] === "streamGenerateContent";
-    } else if (tm) {
-      route = "tools";
-      tool = tm[1]!;
-    } else if (path !== "/__script") {
-      return this.#send(res, 404, {
-        error: { message: `no route ${req.method} ${path}`, type: "not_found_error" },
-      });
-    }
-    if (req.method !== "POST" && extra === undefined)
-      return this.#send(res, 405, { error: { message: `${req.method} not allowed` } });
-
+    const target = routeOf(req.method, path);
+    if ("status" in target) return this.#send(res, target.status, target.body);
     const raw = await this.#readBody(req, res);
     if (raw === undefined) return;
-    let body: unknown;
+    const body = parseBody(raw, target.route);
+    if ("status" in body) return this.#send(res, body.status, body.body);
+    if (target.route === undefined) return this.#scriptSent(req, res, body.json);
+    await this.#serve(requestOf(req, target as Target & { route: Route }, body.json), res);
+  }
+
+  /** A script sent to /__script. */
+  #scriptSent(req: IncomingMessage, res: ServerResponse, body: unknown) {
+    if (!String(req.headers["content-type"] ?? "").startsWith("application/json"))
+      return this.#send(res, 415, { error: { message: "a script is sent as application/json" } });
     try {
-      body = raw.length === 0 ? {} : JSON.parse(raw);
-      if (depthOver(body, MAX_DEPTH)) throw new RangeError("too deep");
+      this.setScript(body as FaultScript);
     } catch (error) {
-      const message =
-        error instanceof RangeError
-          ? `request body nested deeper than ${MAX_DEPTH} levels`
-          : "malformed JSON in request body";
-      if (route === undefined || route === "tools")
-        return this.#send(res, 400, { error: { code: "INVALID_ARGUMENT", message } });
-      return this.#send(res, 400, DIALECTS[route].error(400, "bad_request", message));
+      return this.#send(res, 400, { error: { message: (error as Error).message } });
     }
-    if (route === undefined) {
-      if (!String(req.headers["content-type"] ?? "").startsWith("application/json"))
-        return this.#send(res, 415, { error: { message: "a script is sent as application/json" } });
-      try {
-        this.setScript(body as FaultScript);
-      } catch (error) {
-        return this.#send(res, 400, { error: { message: (error as Error).message } });
-      }
-      return this.#send(res, 200, { ok: true });
-    }
-    const b = (body ?? {}) as Record<string, unknown>;
-    if (route === "openai" || route === "anthropic")
-      model = typeof b.model === "string" ? b.model : "";
-    const key = req.headers["idempotency-key"];
-    const request: Request = {
-      route,
-      inputTokens:
-        route === "tools"
-          ? 0
-          : countTokens(typeof b.input === "string" ? b.input : inputText(route, b)),
-      dialect: route === "tools" ? undefined : responsesApi ? openaiResponses : DIALECTS[route],
-      model,
-      ...(tool !== undefined && { tool }),
-      stream: route === "gemini" ? geminiStream : b.stream === true,
-      includeUsage:
-        (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
-      body,
-      ...(typeof key === "string" && key !== "" && { key }),
-      ...(extra && { extra }),
-    };
-    await this.#serve(request, res);
+    return this.#send(res, 200, { ok: true });
   }
 
   #readBody(req: IncomingMessage, res: ServerResponse): Promise<string | undefined> {
@@ -560,13 +497,6 @@ class FaultServerImpl {
   ) {
     const dialect = r.dialect!;
     const model = r.model || "fault-model";
-    const full = rule.text ?? this.#script.text;
-    // An assistant prefill (Anthropic) or prefix (OpenAI-compatible): go on from it.
-    const prefill = prefillOf(r);
-    const words =
-      prefill !== undefined && prefill !== "" && full.startsWith(prefill)
-        ? (full.slice(prefill.length).match(/\s*\S+\s*/g) ?? [])
-        : (full.match(/\S+\s*/g) ?? []);
     const input = r.inputTokens;
     res.writeHead(200, {
       "content-type": "text/event-stream",
@@ -576,14 +506,8 @@ class FaultServerImpl {
     });
     this.#bill(input, 0);
     for (const f of dialect.start(model, input)) res.write(f);
+    const { chunks, checkpoint } = this.#chunksOf(r, rule);
     const fault = rule.stream;
-    // Gemini's resumable streams: a checkpoint after each word, a resume skips what it saw.
-    const checkpoints = this.#script.checkpoints === true && r.route === "gemini";
-    const resumed = /^ct-(\d+)$/.exec(
-      String((r.body as { continuationToken?: unknown })?.continuationToken),
-    );
-    const skip = checkpoints && resumed ? Math.min(Number(resumed[1]), words.length) : 0;
-    const chunks = [...words.slice(skip).map((word) => ({ word })), ...toolChunks(dialect, rule)];
     let sent = 0;
     for (const c of chunks) {
       if ("frames" in c) {
@@ -595,37 +519,62 @@ class FaultServerImpl {
       sent++;
       this.#bill(0, 1);
       res.write(
-        "piece" in c
-          ? c.piece(model)
-          : dialect.delta(
-              model,
-              c.word,
-              sent,
-              input,
-              checkpoints ? `ct-${skip + sent}` : undefined,
-            ),
+        "piece" in c ? c.piece(model) : dialect.delta(model, c.word, sent, input, checkpoint(sent)),
       );
     }
+    if (fault) return this.#fail(res, arrival, dialect, fault, signal);
     const tools = dialect.tool !== undefined && (rule.toolCalls?.length ?? 0) > 0;
     const stop = rule.finish === "length" ? "length" : tools ? "tools" : undefined;
-    if (fault) {
-      if (fault.action === "cut") {
-        settle(this.#stats, arrival, "cut");
-        cut(res);
-      } else if (fault.action === "error") {
-        const name = fault.error ?? "overloaded";
-        settle(this.#stats, arrival, "error-event");
-        res.end(dialect.inBand(name, DEFAULT_MESSAGES[name]));
-      } else {
-        settle(this.#stats, arrival, "stall");
-        if (fault.keepaliveMs !== undefined)
-          await this.#keepWarm(res, dialect, fault.keepaliveMs, signal);
-      }
-      return;
-    }
     for (const f of dialect.end(model, input, sent, r.includeUsage, stop)) res.write(f);
     settle(this.#stats, arrival, "200");
     res.end();
+  }
+
+  /** What a stream sends: the answer's words (after a prefill it goes on from, or a
+   * Gemini checkpoint it resumes after) and the rule's tool calls; and the checkpoint
+   * token after each word, where the script asks for them. */
+  #chunksOf(r: Request, rule: FaultRule) {
+    const full = rule.text ?? this.#script.text;
+    // An assistant prefill (Anthropic) or prefix (OpenAI-compatible): go on from it.
+    const prefill = prefillOf(r);
+    const words =
+      prefill !== undefined && prefill !== "" && full.startsWith(prefill)
+        ? (full.slice(prefill.length).match(/\s*\S+\s*/g) ?? [])
+        : (full.match(/\S+\s*/g) ?? []);
+    // Gemini's resumable streams: a checkpoint after each word, a resume skips what it saw.
+    const checkpoints = this.#script.checkpoints === true && r.route === "gemini";
+    const resumed = /^ct-(\d+)$/.exec(
+      String((r.body as { continuationToken?: unknown })?.continuationToken),
+    );
+    const skip = checkpoints && resumed ? Math.min(Number(resumed[1]), words.length) : 0;
+    const chunks: StreamChunk[] = [
+      ...words.slice(skip).map((word) => ({ word })),
+      ...toolChunks(r.dialect!, rule),
+    ];
+    const checkpoint = (sent: number) => (checkpoints ? `ct-${skip + sent}` : undefined);
+    return { chunks, checkpoint };
+  }
+
+  /** The stream's fault: a cut, an in-band error event, or a stall (kept warm if asked). */
+  async #fail(
+    res: ServerResponse,
+    arrival: Arrival,
+    dialect: Dialect,
+    fault: NonNullable<FaultRule["stream"]>,
+    signal: AbortSignal,
+  ) {
+    if (fault.action === "cut") {
+      settle(this.#stats, arrival, "cut");
+      cut(res);
+    } else if (fault.action === "error") {
+      const name = fault.error ?? "overloaded";
+      settle(this.#stats, arrival, "error-event");
+      res.end(dialect.inBand(name, DEFAULT_MESSAGES[name]));
+    } else {
+      settle(this.#stats, arrival, "stall");
+      if (fault.keepaliveMs !== undefined)
+        await this.#keepWarm(res, dialect, fault.keepaliveMs, signal);
+    }
   }
 
   /** A stalled stream that still looks alive: keepalives until the client leaves. */
@@ -723,6 +672,101 @@ function toolCode(status: number): string {
   if (status === 401 || status === 403) return "PERMISSION_DENIED";
   if (status === 404) return "NOT_FOUND";
   return "INTERNAL";
+}
+
+/** Where a request goes: a provider's route (with its model, tool and stream flag from
+ * the path), an extra endpoint, the script endpoint (no route), or an error answer. */
+interface Target {
+  route: Route | undefined;
+  model: string;
+  tool?: string;
+  geminiStream: boolean;
+  responsesApi: boolean;
+  extra: Extra | undefined;
+}
+type Refused = { status: number; body: unknown };
+
+function routeOf(method: string | undefined, path: string): Target | Refused {
+  const t: Target = {
+    route: undefined,
+    model: "",
+    geminiStream: false,
+    responsesApi: false,
+    extra: extraFor(method, path),
+  };
+  const gm = GEMINI_PATH.exec(path);
+  const tm = TOOL_PATH.exec(path);
+  if (t.extra) t.route = t.extra.route;
+  else if (path === "/v1/chat/completions") t.route = "openai";
+  else if (path === "/v1/responses") {
+    t.route = "openai";
+    t.responsesApi = true;
+  } else if (path === "/v1/messages") t.route = "anthropic";
+  else if (gm) {
+    t.route = "gemini";
+    try {
+      t.model = decodeURIComponent(gm[1]!);
+    } catch {
+      return {
+        status: 400,
+        body: DIALECTS.gemini.error(400, "bad_request", "malformed model name"),
+      };
+    }
+    t.geminiStream = gm[2] === "streamGenerateContent";
+  } else if (tm) {
+    t.route = "tools";
+    t.tool = tm[1]!;
+  } else if (path !== "/__script") {
+    const error = { message: `no route ${method} ${path}`, type: "not_found_error" };
+    return { status: 404, body: { error } };
+  }
+  if (method !== "POST" && t.extra === undefined)
+    return { status: 405, body: { error: { message: `${method} not allowed` } } };
+  return t;
+}
+
+/** The body as JSON, or the route's own 400 for one that is not (or is too deep). */
+function parseBody(raw: string, route: Route | undefined): { json: unknown } | Refused {
+  try {
+    const json = raw.length === 0 ? {} : JSON.parse(raw);
+    if (depthOver(json, MAX_DEPTH)) throw new RangeError("too deep");
+    return { json };
+  } catch (error) {
+    const message =
+      error instanceof RangeError
+        ? `request body nested deeper than ${MAX_DEPTH} levels`
+        : "malformed JSON in request body";
+    if (route === undefined || route === "tools")
+      return { status: 400, body: { error: { code: "INVALID_ARGUMENT", message } } };
+    return { status: 400, body: DIALECTS[route].error(400, "bad_request", message) };
+  }
+}
+
+/** The request as the server serves it. */
+function requestOf(req: IncomingMessage, t: Target & { route: Route }, body: unknown): Request {
+  const route = t.route;
+  const b = (body ?? {}) as Record<string, unknown>;
+  const model =
+    route === "openai" || route === "anthropic"
+      ? typeof b.model === "string"
+        ? b.model
+        : ""
+      : t.model;
+  const key = req.headers["idempotency-key"];
+  const text = typeof b.input === "string" ? b.input : inputText(route, b);
+  return {
+    route,
+    inputTokens: route === "tools" ? 0 : countTokens(text),
+    dialect: route === "tools" ? undefined : t.responsesApi ? openaiResponses : DIALECTS[route],
+    model,
+    ...(t.tool !== undefined && { tool: t.tool }),
+    stream: route === "gemini" ? t.geminiStream : b.stream === true,
+    includeUsage:
+      (b.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+    body,
+    ...(typeof key === "string" && key !== "" && { key }),
+    ...(t.extra && { extra: t.extra }),
+  };
 }
 
 const LOOPBACK = ["127.0.0.1", "::1", "localhost"] as const;
