@@ -1,4 +1,5 @@
 import { classify } from "../core/classify.ts";
+import type { Clock } from "../core/clock.ts";
 import { callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
 import {
@@ -123,7 +124,13 @@ const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
  * (docs/architecture.md, rules 1, 2, 6 and 8).
  */
 export class Call implements AttemptOwner, GateRequest {
+  // What its attempts read (AttemptOwner), as fields: an attempt reads them as it reads a
+  // lean path's owner.
+  readonly clock: Clock;
+  /** The caller's signal. */
+  readonly signal: AbortSignal | undefined;
   readonly deadline: Deadline;
+  readonly attemptTimeoutMs: number;
   readonly weak: boolean;
   readonly #o: ResolvedOptions;
   readonly #options: CallOptions | undefined;
@@ -152,6 +159,9 @@ export class Call implements AttemptOwner, GateRequest {
   constructor(o: ResolvedOptions, options?: CallOptions, stream = false, adopted?: Attempt) {
     this.#o = o;
     this.#options = options;
+    this.clock = o.clock;
+    this.signal = options?.signal;
+    this.attemptTimeoutMs = o.attemptTimeoutMs;
     this.weak = stream;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#ledger = options?.ledger;
@@ -177,18 +187,6 @@ export class Call implements AttemptOwner, GateRequest {
       const info = { stream, model: o.model, upstream: options?.upstream };
       this.#watch = runHook(this, "observe", () => o.observe!.call(info), undefined);
     }
-  }
-
-  get clock() {
-    return this.#o.clock;
-  }
-
-  get signal(): AbortSignal | undefined {
-    return this.#options?.signal;
-  }
-
-  get attemptTimeoutMs(): number {
-    return this.#o.attemptTimeoutMs;
   }
 
   /** Takes what a hook or gate of the user's threw (rule 12). */
