@@ -66,16 +66,17 @@ function layer(warnings: string[], spec: LayerSpec, warning: string): LayerSpec 
   return spec;
 }
 
-/** The layer of an SDK with openai-node's retry shape (openai, anthropic): min(0.5 s·2^n,
- * 8 s), less up to 25% jitter; 2 retries by default. */
-function stainless(warnings: string[], name: string, maxRetries: number | undefined, fix: string) {
-  const retries = maxRetries ?? 2;
-  const spec = {
-    name,
-    attempts: retries + 1,
-    backoff: { baseMs: 500, capMs: 8_000, jitter: "none" as const },
-  };
-  return layer(warnings, spec, `${name} retries on its own (maxRetries ${retries}): ${fix}`);
+/** A layer counted in retries (`maxRetries`), with how to switch it off. */
+function retrying(
+  warnings: string[],
+  who: string,
+  name: string,
+  retries: number,
+  backoff: LayerSpec["backoff"],
+  fix: string,
+): LayerSpec {
+  const warning = `${who} retries on its own (maxRetries ${retries}): ${fix}`;
+  return layer(warnings, { name, attempts: retries + 1, backoff }, warning);
 }
 
 /** @google/genai's layer: one attempt unless retryOptions is set, then 5 by default. */
@@ -85,72 +86,57 @@ function googleLayer(warnings: string[], client: object): LayerSpec {
   };
   const retry = g.apiClient?.clientOptions?.httpOptions?.retryOptions;
   const attempts = retry ? (retry.attempts ?? 5) : 1;
-  const spec = {
-    name: "google",
-    attempts,
-    backoff: { baseMs: 1_000, capMs: 60_000, jitter: "up-to-2x" as const },
-  };
+  const backoff = { baseMs: 1_000, capMs: 60_000, jitter: "up-to-2x" as const };
   return layer(
     warnings,
-    spec,
+    { name: "google", attempts, backoff },
     `@google/genai retries on its own (${attempts} attempts): drop httpOptions.retryOptions or use breakwater/google`,
   );
 }
 
+/** openai-node and the anthropic SDK: min(0.5 s·2^n, 8 s), less up to 25% jitter. */
+const STAINLESS = { baseMs: 500, capMs: 8_000, jitter: "none" as const };
+
 /** The SDKs' own retry layers, read off their clients (defaults from their sources). */
 function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const out: LayerSpec[] = [];
-  if (c.langchain) {
-    const retries = c.langchain.caller?.maxRetries ?? 6;
-    // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
-    const spec = {
-      name: "langchain",
-      attempts: retries + 1,
-      backoff: { baseMs: 1_000, jitter: "up-to-2x" as const },
-    };
-    out.push(
-      layer(
-        warnings,
-        spec,
-        `LangChain retries on its own (maxRetries ${retries}): new ChatX({ maxRetries: 0 }) or breakwater/langchain`,
-      ),
+  const add = (...a: Parameters<typeof retrying> extends [string[], ...infer R] ? R : never) =>
+    out.push(retrying(warnings, ...a));
+  // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
+  if (c.langchain)
+    add(
+      "LangChain",
+      "langchain",
+      c.langchain.caller?.maxRetries ?? 6,
+      { baseMs: 1_000, jitter: "up-to-2x" },
+      "new ChatX({ maxRetries: 0 }) or breakwater/langchain",
     );
-  }
   if (c.openai)
-    out.push(
-      stainless(
-        warnings,
-        "openai",
-        c.openai.maxRetries,
-        "new OpenAI({ maxRetries: 0 }) or breakwater/openai",
-      ),
+    add(
+      "openai",
+      "openai",
+      c.openai.maxRetries ?? 2,
+      STAINLESS,
+      "new OpenAI({ maxRetries: 0 }) or breakwater/openai",
     );
   if (c.anthropic)
-    out.push(
-      stainless(
-        warnings,
-        "anthropic",
-        c.anthropic.maxRetries,
-        "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
-      ),
+    add(
+      "anthropic",
+      "anthropic",
+      c.anthropic.maxRetries ?? 2,
+      STAINLESS,
+      "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
     );
   if (c.google) out.push(googleLayer(warnings, c.google));
-  if (c.aiSdk) {
-    const retries = c.aiSdk.maxRetries ?? 2;
-    // ai: retryWithExponentialBackoff, 2 s then 4 s, no jitter.
-    const spec = {
-      name: "ai-sdk",
-      attempts: retries + 1,
-      backoff: { baseMs: 2_000, jitter: "none" as const },
-    };
-    out.push(
-      layer(
-        warnings,
-        spec,
-        `the AI SDK retries on its own (maxRetries ${retries}): pass maxRetries: 0 to generateText/streamText`,
-      ),
+  // ai: retryWithExponentialBackoff, 2 s then 4 s, no jitter.
+  if (c.aiSdk)
+    add(
+      "the AI SDK",
+      "ai-sdk",
+      c.aiSdk.maxRetries ?? 2,
+      { baseMs: 2_000, jitter: "none" },
+      "pass maxRetries: 0 to generateText/streamText",
     );
-  }
   return out;
 }
 

@@ -64,7 +64,7 @@ function withoutRetries(model: Obj, depth = 0): Obj {
   return own;
 }
 
-type Call = (opts: Obj) => CallOptions;
+type CallFor = (opts: Obj) => CallOptions;
 
 /**
  * Routes a LangChain chat model (`ChatOpenAI`, `ChatAnthropic`, `ChatGoogleGenerativeAI`, any
@@ -84,7 +84,7 @@ export function withBreakwater<M extends BaseChatModel>(
   // What the wrapped methods run on: the originals, so a `_generate` that streams inside
   // (ChatAnthropic with `streaming: true`) is one policy call, not two nested.
   const inner = Object.create(wrapped) as Obj;
-  const call: Call = (opts) => ({
+  const call: CallFor = (opts) => ({
     ...(opts.signal && { signal: opts.signal as AbortSignal }),
     ...runFor(options),
   });
@@ -142,7 +142,7 @@ function checkModel(model: unknown): Obj {
 }
 
 /** `_generate` under the policy: one provider call per attempt, the attempt's signal in. */
-function generate(p: Policy, inner: Obj, method: Method, call: Call) {
+function generate(p: Policy, inner: Obj, method: Method, call: CallFor) {
   return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
     p.execute((ctx) => method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager), {
       ...call(opts),
@@ -154,7 +154,7 @@ function generate(p: Policy, inner: Obj, method: Method, call: Call) {
 function streamed(
   p: Policy,
   inner: Obj,
-  call: Call,
+  call: CallFor,
   method: Method,
   isContent: (c: unknown) => boolean,
   answer?: (chunks: readonly unknown[]) => PartialAnswer,
