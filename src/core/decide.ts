@@ -66,8 +66,12 @@ function settled(s: RetryState, f: Failure, r: RetryRules): Verdict | undefined 
  * the hint; else the backoff. */
 function waitFor(s: RetryState, f: Failure, r: RetryRules): number {
   const hint = f.retryAfterMs;
-  if (hint !== undefined)
-    return hint + unit(r.random()) * Math.min(r.retryAfterJitterMs, hint * HINT_SPREAD);
+  if (hint !== undefined) {
+    // The spread never carries a wait past the cap (a 29 s hint under a 30 s cap waits at
+    // most 30 s), and never shortens the hint.
+    const spread = unit(r.random()) * Math.min(r.retryAfterJitterMs, hint * HINT_SPREAD);
+    return Math.max(hint, Math.min(hint + spread, r.retryAfterMaxMs));
+  }
   return clampDelay(r.backoff.delay(s.attempt, f.kind, s.previousDelayMs, r.random));
 }
 

@@ -218,3 +218,38 @@ describe("decide: the retry decision as a pure function", () => {
     expect(v).toEqual({ retry: true, delayMs: 30_000 });
   });
 });
+
+describe("a Retry-After wait never exceeds retryAfter.maxMs (the spread is capped too)", () => {
+  it("a 29 s hint under a 30 s cap waits between 29 and 30 s, whatever the draw", () => {
+    const f = failure("rate_limited", { retryAfterMs: 29_000 });
+    const r = rules({ retryAfterMaxMs: 30_000, retryAfterJitterMs: 10_000 });
+    for (const draw of [0, 0.2, 0.5, 0.999]) {
+      const v = decide(state(), f, 0, { ...r, random: () => draw });
+      expect(v.retry).toBe(true);
+      const ms = (v as { delayMs: number }).delayMs;
+      expect(ms).toBeGreaterThanOrEqual(29_000);
+      expect(ms).toBeLessThanOrEqual(30_000);
+    }
+  });
+
+  it("property: hint <= wait <= max(hint, maxMs) for every hint within the cap", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 60_000 }),
+        fc.integer({ min: 0, max: 60_000 }),
+        fc.integer({ min: 0, max: 20_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }),
+        (hint, maxMs, jitterMs, draw) => {
+          fc.pre(hint <= maxMs);
+          const f = failure("rate_limited", { retryAfterMs: hint });
+          const r = rules({ retryAfterMaxMs: maxMs, retryAfterJitterMs: jitterMs, random: () => draw });
+          const v = decide(state(), f, 0, r);
+          expect(v.retry).toBe(true);
+          const ms = (v as { delayMs: number }).delayMs;
+          expect(ms).toBeGreaterThanOrEqual(hint);
+          expect(ms).toBeLessThanOrEqual(maxMs);
+        },
+      ),
+    );
+  });
+});
