@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from "./clock.ts";
+import { AdaptiveConcurrency, type SlotEnd } from "./concurrency.ts";
 import { type LimitState, parseRateLimitHeaders, type RateLimitState } from "./ratelimit.ts";
 import type { Usage } from "./usage.ts";
 import { opt, parseOptions } from "./validate.ts";
@@ -22,6 +23,10 @@ export interface RateLimiterOptions {
   maxConcurrentPerRun?: number;
   /** Calls waiting at once; more are refused at once. @default 1000 */
   maxQueue?: number;
+  /** Adapts how many calls may be in flight to what the upstream signals (docs/
+   * architecture.md, rule 19): no cap while nothing is wrong, cut on overload answers and
+   * attempts cut waiting for one, grown back as answers come. @default true */
+  adaptiveConcurrency?: boolean;
   clock?: Clock;
 }
 
@@ -42,9 +47,10 @@ export interface AcquireOptions {
 
 /** A call's claim on the limiter. */
 export interface Permit {
-  /** The call ended: what it reserved and did not spend goes back. Only the first
+  /** The call ended: what it reserved and did not spend goes back; `end` says when it was
+   * sent and how it failed, if it did (what adaptive concurrency reads). Only the first
    * `settle` or `cancel` counts; later ones are ignored. */
-  settle(actual?: Partial<Usage>): void;
+  settle(actual?: Partial<Usage>, end?: SlotEnd): void;
   /** The call was never sent: everything goes back, the request too. */
   cancel(): void;
 }
@@ -155,6 +161,18 @@ interface Waiter {
   refuse(e: unknown): void;
 }
 
+/** A permit's claim, until it ends. */
+interface Held {
+  readonly cost: Cost;
+  readonly group: object | undefined;
+  readonly buckets: readonly { d: Dimension; b: Bucket; took: number; seen: number }[];
+  /** What adaptive concurrency reads of the moment it was sent. */
+  readonly limitAtSend: number;
+  readonly heldAtSend: boolean;
+  readonly inFlightAtSend: number;
+  done: boolean;
+}
+
 const MINUTE = 60_000;
 const INF = Number.POSITIVE_INFINITY;
 const perMinute = opt.num({ min: 1, default: Number.NaN });
@@ -169,6 +187,7 @@ const SPEC = {
   maxConcurrent: opt.int({ min: 1, default: INF, infinite: true }),
   maxConcurrentPerRun: opt.int({ min: 1, default: INF, infinite: true }),
   maxQueue: opt.int({ default: 1000, infinite: true }),
+  adaptiveConcurrency: opt.bool(true),
   clock: opt.clock(),
 };
 
@@ -208,6 +227,15 @@ const DIMENSIONS: Readonly<
 };
 const DIMS = Object.keys(DIMENSIONS) as Dimension[];
 
+/** Whether `w` goes before `b`: priority, then urgency (the earliest deadline among
+ * those about to miss it), then the newest. */
+function ahead(w: Waiter, b: Waiter, urgentBefore: number): boolean {
+  if (w.priority !== b.priority) return w.priority > b.priority;
+  const wUrgent = w.deadlineAt <= urgentBefore;
+  if (wUrgent !== b.deadlineAt <= urgentBefore) return wUrgent;
+  return wUrgent ? w.deadlineAt < b.deadlineAt : w.seq > b.seq;
+}
+
 /** Past the deadline, beyond the rounding of the refill arithmetic. */
 const late = (now: number, wait: number, deadlineAt: number) => now + wait > deadlineAt + 1e-6;
 
@@ -237,21 +265,27 @@ export class RateLimiter implements Limiter {
   #known: Dimension[] = [];
   readonly #queue: Waiter[] = [];
   readonly #groups = new Map<object, number>();
+  /** Whether a run tree has a cap of its own. */
+  readonly #perRun: boolean;
   #inFlight = 0;
-  /** Calls in flight with no run: their load, for fairness against run trees. */
-  #ungrouped = 0;
   #seq = 0;
   #holdUntil = Number.NEGATIVE_INFINITY;
   /** No bucket and no hold yet: everything goes. */
   #blank = true;
   #timer: (() => void) | undefined;
+  /** How many calls the upstream takes at once now, learned (rule 19). */
+  readonly #concurrency: AdaptiveConcurrency | undefined;
+  /** How long calls usually hold a permit (a moving average). */
+  #held = 0;
 
   constructor(options: RateLimiterOptions = {}) {
     const o = parseOptions("RateLimiter", SPEC, options);
     this.maxConcurrent = o.maxConcurrent;
     this.maxConcurrentPerRun = o.maxConcurrentPerRun;
+    this.#perRun = o.maxConcurrentPerRun !== INF;
     this.maxQueue = o.maxQueue;
     this.#clock = o.clock ?? systemClock;
+    if (o.adaptiveConcurrency) this.#concurrency = new AdaptiveConcurrency();
     const now = this.#clock.now();
     for (const d of DIMS) {
       const n = o.limits[DIMENSIONS[d].option];
@@ -285,48 +319,81 @@ export class RateLimiter implements Limiter {
     return wait;
   }
 
+  /** Calls that may be in flight now: the configured cap, or the learned one if lower. */
+  get concurrencyLimit(): number {
+    return Math.min(this.maxConcurrent, this.#concurrency?.limit ?? INF);
+  }
+
   #hasSlot(group: object | undefined): boolean {
     if (this.#inFlight >= this.maxConcurrent) return false;
-    return group === undefined || (this.#groups.get(group) ?? 0) < this.maxConcurrentPerRun;
+    const learned = this.#concurrency?.limit;
+    if (learned !== undefined && this.#inFlight >= learned) return false;
+    return (
+      !this.#perRun ||
+      group === undefined ||
+      (this.#groups.get(group) ?? 0) < this.maxConcurrentPerRun
+    );
   }
 
   #take(cost: Cost, group: object | undefined): Permit {
-    // What each bucket gave, and how often the server had corrected it by then.
-    const held = this.#known.map((d) => {
-      const b = this.#buckets[d]!;
-      return { d, b, took: b.take(DIMENSIONS[d].need(cost)), seen: b.corrections };
-    });
-    this.#inFlight++;
-    if (group === undefined) this.#ungrouped++;
-    else this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
-    let done = false;
-    const end = (actual: Partial<Usage> | undefined, cancelled: boolean) => {
-      if (done) return;
-      done = true;
-      this.#release(group);
-      for (const { d, b, took, seen } of held) {
-        // Since the server last spoke, its count rules (it never had this refund); a
-        // request sent stays spent.
-        if (b.corrections !== seen || (d === "requests" && !cancelled)) continue;
-        b.give(cancelled ? took : took - DIMENSIONS[d].spent(cost, actual));
-      }
-      this.#pump();
+    const held: Held = {
+      cost,
+      group,
+      // What each bucket gave, and how often the server had corrected it by then.
+      buckets: this.#known.map((d) => {
+        const b = this.#buckets[d]!;
+        return { d, b, took: b.take(DIMENSIONS[d].need(cost)), seen: b.corrections };
+      }),
+      limitAtSend: this.#concurrency?.limit ?? INF,
+      heldAtSend: this.#queue.length > 0,
+      inFlightAtSend: ++this.#inFlight,
+      done: false,
     };
+    // Counted per run tree only where a run tree has a cap.
+    if (group !== undefined && this.#perRun)
+      this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
     return {
-      // What a call reserved and did not spend goes back (its output allowance, mostly);
-      // one that spent more leaves the bucket lower, never below empty. A failed call with
-      // no usage keeps its request and its input, and gives back its output allowance.
-      settle: (actual) => end(actual, false),
-      cancel: () => end(undefined, true),
+      settle: (actual, slot) => this.#end(held, actual, false, slot),
+      cancel: () => this.#end(held, undefined, true),
     };
+  }
+
+  /** A permit ends: the concurrency limit hears how the attempt went; what the call
+   * reserved and did not spend goes back (its output allowance, mostly); one that spent
+   * more leaves the bucket lower, never below empty. A failed call with no usage keeps its
+   * request and its input, and gives back its output allowance. */
+  #end(h: Held, actual: Partial<Usage> | undefined, cancelled: boolean, slot?: SlotEnd): void {
+    if (h.done) return;
+    h.done = true;
+    if (slot !== undefined) {
+      const now = this.#clock.now();
+      this.#hold(now - slot.startedAt);
+      const end = {
+        ...slot,
+        inFlightAtSend: h.inFlightAtSend,
+        limitAtSend: h.limitAtSend,
+        heldAtSend: h.heldAtSend,
+      };
+      this.#concurrency?.ended(end, this.#inFlight, now);
+    }
+    this.#release(h.group);
+    for (const { d, b, took, seen } of h.buckets) {
+      // Since the server last spoke, its count rules (it never had this refund); a
+      // request sent stays spent.
+      if (b.corrections !== seen || (d === "requests" && !cancelled)) continue;
+      b.give(cancelled ? took : took - DIMENSIONS[d].spent(h.cost, actual));
+    }
+    this.#pump();
+  }
+
+  /** A call held its permit `ms`: the usual duration moves a tenth of the way to it. */
+  #hold(ms: number): void {
+    this.#held = this.#held === 0 ? ms : this.#held + (ms - this.#held) / 10;
   }
 
   #release(group: object | undefined): void {
     this.#inFlight--;
-    if (group === undefined) {
-      this.#ungrouped--;
-      return;
-    }
+    if (group === undefined || !this.#perRun) return;
     const left = this.#groups.get(group)! - 1;
     if (left === 0) this.#groups.delete(group);
     else this.#groups.set(group, left);
@@ -388,23 +455,19 @@ export class RateLimiter implements Limiter {
     if (i >= 0) this.#queue.splice(i, 1);
   }
 
-  /** The waiter to serve next among those with a free slot: the highest priority, then
-   * the run tree with the fewest calls in flight, then the earliest. */
+  /** The waiter to serve next among those with a free slot: the highest priority; then
+   * one about to miss its deadline (within two of the calls' usual durations; the
+   * earliest deadline first); then the newest. When demand outruns the upstream, most
+   * calls then wait little and a few wait long, instead of every call waiting the whole
+   * queue, and the few are served before their deadline passes; the calls of an agent's
+   * turn, sent together, go together. A run tree's share is its cap
+   * (`maxConcurrentPerRun`), not its place in the queue. */
   #next(): Waiter | undefined {
+    const urgentBefore = this.#clock.now() + 2 * this.#held;
     let best: Waiter | undefined;
-    let bestLoad = 0;
     for (const w of this.#queue) {
       if (!this.#hasSlot(w.group)) continue;
-      const load = w.group === undefined ? this.#ungrouped : (this.#groups.get(w.group) ?? 0);
-      if (
-        best === undefined ||
-        w.priority > best.priority ||
-        (w.priority === best.priority &&
-          (load < bestLoad || (load === bestLoad && w.seq < best.seq)))
-      ) {
-        best = w;
-        bestLoad = load;
-      }
+      if (best === undefined || ahead(w, best, urgentBefore)) best = w;
     }
     return best;
   }

@@ -13,6 +13,7 @@ import { type Failure, failure, isOutputKind } from "../core/failure.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import type { Cost } from "../core/limiter.ts";
 import { scrubError } from "../core/redact.ts";
+import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, type Rule } from "../core/validate.ts";
@@ -65,6 +66,12 @@ export interface CallOptions {
   /** Where this call stands in the rate limiter's queue: higher goes first (a critical
    * step). @default the run's priority, else 0 */
   priority?: number;
+  /** Opt-in: a retry the admission or the breaker refuses waits and asks again while the
+   * call's deadline allows, instead of giving up at once (a call with no deadline never
+   * waits). Off by default: in the storm it kept a metastable overload going (refused
+   * retries came back later instead of never) and answered no more calls in outage-503.
+   * @default false */
+  patience?: boolean;
 }
 
 export interface FailOptions {
@@ -101,6 +108,7 @@ export const CALL_SPEC = {
     outputTokens: opt.num({ min: 0, default: 0 }),
   }),
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
+  patience: opt.bool(),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
@@ -380,7 +388,8 @@ export class Call implements AttemptOwner, GateRequest {
     const verdict = decide(this.#state(f, more), f, this.#o.clock.now(), this.#rules);
     if (!verdict.retry)
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
-    this.#admit(verdict.delayMs, error, f);
+    const waited = await this.#admitted(verdict.delayMs, error, f);
+    this.#onRetry(verdict.delayMs, error, f);
     const watch = this.#watch;
     if (watch) {
       const why = f.retryAfterMs === undefined ? "backoff" : "retry-after";
@@ -388,12 +397,39 @@ export class Call implements AttemptOwner, GateRequest {
     }
     this.#partial = undefined;
     await this.#beforeWait(more.beforeWait);
+    await this.#sleep(Math.max(0, verdict.delayMs - waited));
+    this.#waitBefore = Math.max(verdict.delayMs, waited);
+  }
+
+  /** Waits on the policy's clock; the caller's abort ends the call at once. */
+  async #sleep(ms: number): Promise<void> {
     try {
-      await this.#o.clock.sleep(verdict.delayMs, this.#options?.signal);
+      await this.#o.clock.sleep(ms, this.#options?.signal);
     } catch {
       this.#giveUp("cancelled", this.#options?.signal?.reason, CANCELLED);
     }
-    this.#waitBefore = verdict.delayMs;
+  }
+
+  /**
+   * Asks the gates for the retry the rules allow (the breaker must not be open, the
+   * admission must grant it). Refused, it gives up; or, with `patience`, waits (the backoff
+   * of one more round each time) and asks again while the call's deadline allows. Returns
+   * how long it waited.
+   */
+  async #admitted(delayMs: number, error: unknown, f: Failure): Promise<number> {
+    const o = this.#o;
+    const started = o.clock.now();
+    let wait = delayMs;
+    for (let round = this.#n + 1; ; round++) {
+      const refused = o.gates.admit(f, this);
+      if (refused === undefined) return o.clock.now() - started;
+      const at = this.deadline.at;
+      if (at === Number.POSITIVE_INFINITY || this.#options?.patience !== true)
+        this.#giveUp(refused.reason, error, f);
+      wait = Math.min(MAX_DELAY_MS, Math.max(0, o.backoff.delay(round, f.kind, wait, o.random)));
+      if (!(o.clock.now() + wait < at)) this.#giveUp(refused.reason, error, f);
+      await this.#sleep(wait);
+    }
   }
 
   /** Restart mode's onDiscard: its failure is reported, the retry goes on. */
@@ -447,17 +483,13 @@ export class Call implements AttemptOwner, GateRequest {
     return cut !== undefined && cut.by === reason ? cut : error;
   }
 
-  /** Asks the gates for the retry the rules allow (the breaker must not be open, the
-   * admission must grant it), then `onRetry`, whose veto gives the grants back. */
-  #admit(delayMs: number, error: unknown, f: Failure): void {
-    const gates = this.#o.gates;
-    const refused = gates.admit(f, this);
-    if (refused !== undefined) this.#giveUp(refused.reason, error, f);
+  /** `onRetry` hears the retry; its veto gives the gates' grants back. */
+  #onRetry(delayMs: number, error: unknown, f: Failure): void {
     const onRetry = this.#o.onRetry;
     if (onRetry === undefined) return;
     const event = { attempt: this.#n, error, failure: f, delayMs, ledger: this.ledger };
     if (runHook(this, "onRetry", () => onRetry(event), undefined) === false) {
-      gates.refund(this);
+      this.#o.gates.refund(this);
       this.#giveUp("vetoed", error, f);
     }
   }

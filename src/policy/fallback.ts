@@ -1,5 +1,6 @@
-import { failureOf, type GiveUpReason, reasonOf } from "../core/errors.ts";
+import { failureOf, type GiveUpReason, OutputError, reasonOf } from "../core/errors.ts";
 import type { Failure, FailureKind } from "../core/failure.ts";
+import { isA } from "../core/safe.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import {
   checkUpstreams,
@@ -25,7 +26,10 @@ export interface FallbackOptions {
   when?: MoveOn;
 }
 
-/** Reasons that say "this upstream cannot serve the call now": the next one may. */
+/** Reasons that say "this upstream cannot serve the call now": the next one may. A
+ * `deadline` give-up moves on too when the chain still has time: the wait the upstream
+ * asked (its Retry-After, or the backoff) would have passed the deadline, and another
+ * upstream may answer without one (the router checks the time). */
 const MOVE_REASONS: ReadonlySet<GiveUpReason> = new Set([
   "budget",
   "rate-limit-wait",
@@ -33,24 +37,53 @@ const MOVE_REASONS: ReadonlySet<GiveUpReason> = new Set([
   "retry-after-too-long",
   "attempts-exhausted",
   "attempt-timeout",
-]);
-/** Failures a give-up for another reason still moves on from (a spent quota, an
- * overloaded upstream that said not to retry). */
-const MOVE_KINDS: ReadonlySet<FailureKind> = new Set([
-  "quota_exhausted",
-  "rate_limited",
-  "overloaded",
-  "server_error",
-  "timeout",
-  "transport",
+  "deadline",
 ]);
 
-/** The default `when`: the upstream cannot take the call now; a bad request, a refused
- * key, a cancellation or a deadline stay with the caller. */
-export function movesOn(failure: Failure | undefined, reason: GiveUpReason | undefined): boolean {
-  if (reason === "cancelled" || reason === "deadline" || reason?.startsWith("run-")) return false;
+/**
+ * What a chain does after each kind of failure, in one table: retry at the same upstream
+ * (within its policy: attempts, admission, the wait if it is short), then move on when it
+ * cannot take the call; move on at once (another upstream may answer what this one will
+ * not); or stop (the caller's to fix, or the answer's).
+ */
+export const ON_FAILURE: Readonly<Record<FailureKind, "retry-here" | "move-on" | "stop">> = {
+  rate_limited: "retry-here", // a pool moves at once to a deployment with room
+  overloaded: "retry-here", // likewise
+  server_error: "retry-here",
+  timeout: "retry-here",
+  transport: "retry-here",
+  invalid_output: "retry-here", // an invalid answer may come out right; a refusal moves on
+  quota_exhausted: "move-on",
+  context_exceeded: "move-on", // to an upstream marked forContextExceeded
+  content_filtered: "move-on", // another model may answer it
+  truncated: "stop", // the same limit cuts it the same way anywhere
+  invalid_request: "stop",
+  auth: "stop",
+  not_found: "stop",
+  cancelled: "stop",
+  unknown: "stop",
+};
+
+/** Whether an error is the model refusing (an OutputError "refusal"). */
+export function isRefusal(error: unknown): boolean {
+  for (let e = error, i = 0; e && i < 8; e = (e as { cause?: unknown }).cause, i++)
+    if (isA(e, OutputError) && e.problem === "refusal") return true;
+  return false;
+}
+
+/** The default `when`: the upstream cannot take the call now (`ON_FAILURE`, and the
+ * reasons of MOVE_REASONS); a bad request, a refused key, a cancellation or the run's
+ * limits stay with the caller. */
+export function movesOn(
+  failure: Failure | undefined,
+  reason: GiveUpReason | undefined,
+  error?: unknown,
+): boolean {
+  if (reason === "cancelled" || reason?.startsWith("run-")) return false;
+  if (failure !== undefined && ON_FAILURE[failure.kind] === "stop") return false;
   if (reason !== undefined && MOVE_REASONS.has(reason)) return true;
-  return failure !== undefined && MOVE_KINDS.has(failure.kind);
+  if (failure === undefined) return false;
+  return ON_FAILURE[failure.kind] !== "stop" || isRefusal(error);
 }
 
 /** The options of every chain: the table its validation derives from. */
@@ -81,6 +114,11 @@ class Ordered<T, C> implements Strategy<C> {
   moves(_i: number, error: unknown): boolean {
     const f = failureOf(error);
     return f?.kind === "context_exceeded" || this.#when(f, reasonOf(error), error);
+  }
+
+  /** Retry at the same upstream, but not a refusal: another model may answer. */
+  retryHere(_i: number, f: Failure, error: unknown): boolean {
+    return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
   }
 
   next(i: number, failure: Failure | undefined): number {

@@ -147,12 +147,15 @@ class PermitGrant implements Grant {
     this.#permit = permit;
   }
 
-  end(how: AttemptEnd, _at: number, r: Reporter): void {
+  end(how: AttemptEnd, at: number, r: Reporter): void {
     const p = this.#permit;
     if (how.how === "unsent") guard(r, "limiter.cancel", () => p.cancel(), undefined);
+    else if (how.how === "left") guard(r, "limiter.settle", () => p.settle(how.usage), undefined);
     else {
-      const usage = how.how === "failed" ? (how.usage ?? {}) : how.usage;
-      guard(r, "limiter.settle", () => p.settle(usage), undefined);
+      const failed = how.how === "failed";
+      const usage = failed ? (how.usage ?? {}) : how.usage;
+      const slot = { startedAt: at, failure: failed ? how.failure : undefined };
+      guard(r, "limiter.settle", () => p.settle(usage, slot), undefined);
     }
     if (how.how !== "failed") return;
     const ms = how.failure.retryAfterMs;

@@ -85,11 +85,14 @@ export interface PolicyOptions {
   /** Outside the retry loop: a `CircuitBreaker`, your own `Breaker`, or options for a
    * CircuitBreaker shared by every call of this policy. @default none */
   breaker?: Breaker | CircuitBreakerOptions;
-  /** Keeps calls under the upstream's rate limits before they are sent: a `RateLimiter`
-   * (share one per key × model) or options for one on the policy's clock. Calls wait for
-   * room while their deadline allows; the fetch layer feeds it every response's
-   * rate-limit headers. @default none */
-  limiter?: Limiter | RateLimiterOptions;
+  /** Keeps calls under the upstream's rate limits and within what it can take at once,
+   * before they are sent: a `RateLimiter` (share one per key × model), options for one on
+   * the policy's clock, or `false` for none. Calls wait for room while their deadline
+   * allows; the fetch layer feeds it every response's rate-limit headers.
+   * @default a RateLimiter shared by every call of this policy: it learns the limits from
+   * the headers and the concurrency from the answers, and lets everything through until
+   * either says otherwise */
+  limiter?: Limiter | RateLimiterOptions | false;
   /** @default systemClock */
   clock?: Clock;
   /** [0, 1) source for jitter; inject for tests. @default Math.random */
@@ -187,8 +190,8 @@ const SPEC = {
   ),
   breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
   limiter: either(
-    isLimiter,
-    "a Limiter (a RateLimiter, or tryAcquire, acquire, observeHeaders, hold, headroom) or RateLimiter options",
+    (x): x is Limiter | false => x === false || isLimiter(x),
+    "a Limiter (a RateLimiter, or tryAcquire, acquire, observeHeaders, hold, headroom), RateLimiter options, or false",
   ),
   clock: opt.clock(),
   random: opt.fn<() => number>(),
@@ -240,9 +243,11 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
         ? breaker
         : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
     limiter:
-      limiter === undefined || isLimiter(limiter)
-        ? limiter
-        : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions) }),
+      limiter === false
+        ? undefined
+        : isLimiter(limiter)
+          ? limiter
+          : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions | undefined) }),
   };
   const gates = gatesOf(parts);
   const lean =

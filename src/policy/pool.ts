@@ -1,6 +1,7 @@
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
+import type { Failure } from "../core/failure.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
-import { CHAIN_SPEC, type FallbackOptions, movesOn } from "./fallback.ts";
+import { CHAIN_SPEC, type FallbackOptions, isRefusal, movesOn, ON_FAILURE } from "./fallback.ts";
 import {
   checkUpstreams,
   type Fallback,
@@ -83,6 +84,18 @@ class Healthiest<T, C> implements Strategy<C> {
 
   next(_i: number, _f: unknown, leg: Leg<C>, last: unknown): Promise<number> {
     return this.#pick(leg, last);
+  }
+
+  /** A 429 or an overload is not waited out at a deployment while another has room: the
+   * call moves there now, and this one cools down (rule 17). */
+  retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
+    if (f.kind !== "rate_limited" && f.kind !== "overloaded")
+      return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
+    const now = this.#clock.now();
+    for (let j = 0; j < this.#deps.length; j++)
+      if (j !== i && !leg.tried.has(j) && this.#health[j]!.until <= now && this.#room(j) > 0)
+        return false;
+    return true;
   }
 
   /** A deployment's room: its rate limiter's headroom; none while its breaker is open. */

@@ -79,6 +79,9 @@ export interface Strategy<C> {
   ): number | Promise<number>;
   /** Whether a failure moves the call on; the upstream `i` is charged for it. */
   moves(i: number, error: unknown): boolean;
+  /** Whether a failure at upstream `i` is retried there (else its policy gives up, and
+   * the call moves on): wait if short, switch if long. @default every retryable one */
+  retryHere?(i: number, failure: Failure, error: unknown, leg: Leg<C>): boolean;
   /** The call succeeded at upstream `i`. */
   succeeded?(i: number): void;
 }
@@ -140,7 +143,7 @@ export class Router<T, C> implements Fallback<T, C> {
       const op =
         u.call ?? this.#v.fail(`upstreams[${i}].call`, undefined, "a function, to execute");
       try {
-        const value = await u.policy.execute(op, leg.hop(u));
+        const value = await u.policy.execute(op, this.#hop(leg, i));
         this.#strategy.succeeded?.(i);
         return value;
       } catch (error) {
@@ -163,7 +166,7 @@ export class Router<T, C> implements Fallback<T, C> {
       const u = this.#ups[i]!;
       const open =
         u.open ?? this.#v.fail(`upstreams[${i}].open`, undefined, "a function, to stream");
-      const s: GuardedStream<C> = u.policy.stream(open, { ...rest, ...leg.hop(u) });
+      const s: GuardedStream<C> = u.policy.stream(open, { ...rest, ...this.#hop(leg, i) });
       let shown = false;
       try {
         for await (const chunk of s) {
@@ -182,9 +185,20 @@ export class Router<T, C> implements Fallback<T, C> {
     }
   }
 
+  /** What hop `i` is handed: the leg's limits, and the strategy's say on retrying there. */
+  #hop(leg: Leg<C>, i: number): CallOptions & { ledger: Ledger } {
+    const hop = leg.hop(this.#ups[i]!);
+    const here = this.#strategy.retryHere;
+    if (here === undefined) return hop;
+    return { ...hop, retryIf: (f, error) => here.call(this.#strategy, i, f, error, leg) };
+  }
+
   /** After a hop failed: the next upstream's index, or -1 when the caller sees the error. */
   #onward(i: number, error: unknown, leg: Leg<C>): number | Promise<number> {
     if (!this.#strategy.moves(i, error) || leg.ledger.attempts.length >= this.#cap) return -1;
+    // No time left for another upstream: the caller sees this one's error.
+    const now = this.#ups[0]!.policy.options.clock.now();
+    if (leg.deadline(now) <= now) return -1;
     leg.tried.add(i);
     return this.#strategy.next(i, failureOf(error), leg, error);
   }

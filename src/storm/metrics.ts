@@ -56,6 +56,9 @@ export interface StackResult {
   loadAfterTrigger: number;
   /** Successful logical calls per second while the trigger lasted. */
   goodputDuringTrigger: number;
+  /** The share of the requests sent in the 60 s after the trigger that the provider
+   * refused: serving demand held through the trouble is fine, a retry storm is not. */
+  refusedAfterTrigger: number;
   /** Requests the provider refused, by why: its queue was full, the trigger's injected
    * errors, its rate limit, a spent quota. */
   rejections: Record<RejectReason, number>;
@@ -264,6 +267,7 @@ export class Metrics implements ProviderMeter {
       recoveryS: recoverySeconds(this.series.goodput, this.#scenario, calm),
       loadAfterTrigger: loadAfter(this.series.requests, this.#scenario),
       goodputDuringTrigger: meanOver(this.series.goodput, this.#scenario),
+      refusedAfterTrigger: refusedAfter(this.series, this.#scenario),
       rejections: { ...this.#rejections },
       fallbackRequests: this.#fallbackRequests,
       series: this.series,
@@ -280,6 +284,15 @@ export function meanOver(series: readonly number[], scenario: Scenario): number 
   const { startS, endS } = scenario.trigger;
   const slice = series.slice(startS, Math.min(series.length, endS));
   return round(slice.reduce((a, b) => a + b, 0) / Math.max(1, slice.length), 1);
+}
+
+/** Requests refused over requests sent, in the 60 s after the trigger. */
+export function refusedAfter(series: Series, scenario: Scenario): number {
+  const { endS } = scenario.trigger;
+  const sum = (a: readonly number[]) =>
+    a.slice(endS, Math.min(a.length, endS + 60)).reduce((x, y) => x + y, 0);
+  const sent = sum(series.requests);
+  return sent === 0 ? 0 : round(sum(series.rejected) / sent, 4);
 }
 
 /** Mean requests/s in the 60 s after the trigger over the mean in the 40 s before it. */

@@ -24,6 +24,7 @@ export function columns(hasTool: boolean): Column[] {
     { title: "wait p99", value: (r) => `${r.userWaitS.p99} s` },
     { title: "wasted", value: (r) => money(r.cost.wasted) },
     { title: "load after", value: (r) => `${r.loadAfterTrigger.toFixed(2)}x` },
+    { title: "refused after", value: (r) => pct(r.refusedAfterTrigger) },
     { title: "recovery", value: recovery },
   ];
   if (hasTool) {

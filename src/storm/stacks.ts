@@ -1,12 +1,9 @@
 import {
-  CircuitBreaker,
   fallback,
   guardTool,
   type Policy,
   type PolicyOptions,
   policy,
-  RateLimiter,
-  RetryBudget,
   Run,
   type Usage,
 } from "../index.ts";
@@ -103,43 +100,27 @@ export const langchain: StormStack = {
   create: (ctx) => peer(ctx, [LANGCHAIN]),
 };
 
-/** The policy the breakwater stacks give every model call: the library's defaults with
- * the attempts an agent needs (docs/architecture.md, rule 5: the admission, not the
- * attempt count, keeps retries in check). */
-export function breakwaterPolicy(ctx: StackContext, limiter?: RateLimiter): Policy {
+/**
+ * breakwater as a user gets it: `policy()` with nothing but the simulation's clock and
+ * random source (and the app's attempt timeout, which every stack is given), its every
+ * other number its own default. Each turn is a Run whose deadline is the user's patience:
+ * the one thing a user must tell us.
+ */
+export function breakwaterPolicy(ctx: StackContext): Policy {
   return policy({
     clock: ctx.clock,
     random: ctx.random,
-    ...(limiter && { limiter }),
-    maxAttempts: 5,
     ...(ctx.attemptTimeoutMs !== undefined && { attemptTimeoutMs: ctx.attemptTimeoutMs }),
-    // An open breaker means the upstream is down, not degraded: 90% of at least 50 calls
-    // in 10 s failed. While open, the upstream gets nothing and drains what it queued; it
-    // is probed every 2 s with 5 calls. Shared by every conversation, as the admission is.
-    breaker: new CircuitBreaker({
-      clock: ctx.clock,
-      consecutiveFailures: 1_000_000,
-      failureRatio: 0.9,
-      minimumThroughput: 50,
-      windowMs: 10_000,
-      openMs: 2_000,
-      halfOpenProbes: 5,
-    }),
   });
 }
 
 /** Each turn a Run bounded by the user's patience: a call never outlives its user. A
- * subagent's calls run in a child of it (within its deadline and caps, behind it in a
- * rate limiter's queue). */
+ * subagent's calls run in a child of it (within its deadline, behind it in a rate
+ * limiter's queue). */
 function runOf(ctx: StackContext, turn: TurnInfo, subagent?: number): Run {
   let run = turn.state.get("run") as Run | undefined;
   if (run === undefined) {
-    run = new Run({
-      clock: ctx.clock,
-      deadlineMs: turn.patienceMs,
-      maxAttempts: 16,
-      id: `turn-${turn.id}`,
-    });
+    run = new Run({ clock: ctx.clock, deadlineMs: turn.patienceMs, id: `turn-${turn.id}` });
     turn.state.set("run", run);
   }
   if (subagent === undefined) return run;
@@ -152,18 +133,13 @@ function runOf(ctx: StackContext, turn: TurnInfo, subagent?: number): Run {
   return child;
 }
 
-/** Tool calls: W2's spec through guardTool, with idempotency keys and a budget of 0.1 per
- * call with a burst of 20, shared by every session. */
+/** Tool calls through guardTool with its defaults: the charge is idempotent (a key per
+ * call, the one thing the tool's author must say). */
 function chargeTool(ctx: StackContext) {
   const charge = guardTool(
     (args: { order: number }, tc) =>
       ctx.tool.call(args, { idempotencyKey: tc.idempotencyKey, signal: tc.signal }),
-    {
-      name: "charge",
-      effect: "idempotent",
-      budget: new RetryBudget({ maxTokens: 20, tokenRatio: 0.1 }),
-      policy: { clock: ctx.clock, random: ctx.random, ...W2_DECORATOR, budget: undefined },
-    },
+    { name: "charge", effect: "idempotent", policy: { clock: ctx.clock, random: ctx.random } },
   );
   return async (
     args: { order: number },
@@ -174,80 +150,66 @@ function chargeTool(ctx: StackContext) {
   };
 }
 
-/**
- * breakwater: one layer, its defaults. Up to 5 attempts with full jitter (0.5 s base, 8 s
- * cap), Retry-After honoured up to 30 s, retries admitted by the default adaptive
- * admission (they flow while the upstream accepts, and are cut when it saturates or stops
- * answering), a breaker for an upstream that is down, and each turn a Run bounded by the
- * user's patience. Tool calls go through guardTool with idempotency keys.
- */
-export const breakwater: StormStack = {
-  name: "breakwater",
-  description: "one layer: adaptive admission, deadline, breaker, run limits",
-  propagatesCancel: true,
-  create: (ctx) => oneLayer(ctx, breakwaterPolicy(ctx)),
-};
+/** What the fetch layer does under an SDK: every answer's rate-limit headers (errors
+ * too) told to the policy's rate limiter. */
+const feeding = (ctx: StackContext, p: Policy) => (h: Record<string, string>) =>
+  p.options.limiter?.observeHeaders(h, ctx.clock.now());
 
 /** A breakwater stack's client: every model call through `p`, in the turn's run (a
- * subagent's in a child of it); `onHeaders` hears every answer's headers. */
-function oneLayer(
-  ctx: StackContext,
-  p: Policy,
-  onHeaders?: (h: Record<string, string>) => void,
-): StackClient {
+ * subagent's in a child of it), its answers' headers fed to the policy's limiter. */
+function oneLayer(ctx: StackContext, p: Policy): StackClient {
+  const onHeaders = feeding(ctx, p);
   return {
     model: (request, { signal, turn, subagent }) =>
-      p.execute(
-        (a) => ctx.provider.call(onHeaders ? { ...request, onHeaders } : request, a.signal),
-        {
-          run: runOf(ctx, turn, subagent),
-          ...(signal && { signal }),
-        },
-      ),
+      p.execute((a) => ctx.provider.call({ ...request, onHeaders }, a.signal), {
+        run: runOf(ctx, turn, subagent),
+        ...(signal && { signal }),
+      }),
     tool: chargeTool(ctx),
   };
 }
 
 /**
- * breakwater with a fallback: the same policy at the primary, and a second provider (another
- * region or vendor, healthy here) with its own policy, admission and breaker. A call moves on
- * when the primary cannot take it now (admission refused, breaker open, attempts used up on
- * transient failures), under one deadline, attempt cap and ledger per call.
+ * breakwater: the defaults, one layer. What `withBreakwater(client)` gives with no
+ * options, with a deadline per turn equal to the user's patience.
+ */
+export const breakwater: StormStack = {
+  name: "breakwater",
+  description: "the defaults: policy() and a deadline per turn",
+  propagatesCancel: true,
+  create: (ctx) => oneLayer(ctx, breakwaterPolicy(ctx)),
+};
+
+/**
+ * breakwater with a fallback: the defaults at the primary, and a second provider (another
+ * region or vendor, healthy here) with its own default policy. A call moves on when the
+ * primary cannot take it now, under one deadline, attempt cap and ledger per call.
  */
 export const breakwaterFallback: StormStack = {
   name: "breakwater+fallback",
-  description: "breakwater, then a second provider when the first cannot take the call",
+  description: "the defaults, and a second provider when the first cannot take the call",
   propagatesCancel: true,
   create: (ctx) => {
     const primary = breakwaterPolicy(ctx);
     const secondary = breakwaterPolicy(ctx);
+    const onPrimary = feeding(ctx, primary);
+    const onSecondary = feeding(ctx, secondary);
     return {
       model: (req, { signal, turn, subagent }) =>
         fallback<Usage>([
-          { name: "primary", policy: primary, call: (a) => ctx.provider.call(req, a.signal) },
-          { name: "fallback", policy: secondary, call: (a) => ctx.fallback.call(req, a.signal) },
+          {
+            name: "primary",
+            policy: primary,
+            call: (a) => ctx.provider.call({ ...req, onHeaders: onPrimary }, a.signal),
+          },
+          {
+            name: "fallback",
+            policy: secondary,
+            call: (a) => ctx.fallback.call({ ...req, onHeaders: onSecondary }, a.signal),
+          },
         ]).execute({ run: runOf(ctx, turn, subagent), ...(signal && { signal }) }),
       tool: chargeTool(ctx),
     };
-  },
-};
-
-/**
- * breakwater with a rate limiter: the same policy, and every answer's rate-limit headers
- * fed to a `RateLimiter` (what the fetch layer does under an SDK), so calls wait for room
- * instead of meeting the 429, within their user's patience. Subagents' calls run in child
- * runs: behind their parent's, and fairly between turns.
- */
-export const breakwaterLimiter: StormStack = {
-  name: "breakwater+limiter",
-  description: "breakwater, and a rate limiter fed by every answer's headers (180 in flight)",
-  propagatesCancel: true,
-  create: (ctx) => {
-    // A cap on calls in flight at ~1.7x the ~104 of normal load: when the limit lifts,
-    // the calls it held go out at the limit's pace without flooding the provider.
-    const limiter = new RateLimiter({ clock: ctx.clock, maxConcurrent: 180 });
-    const onHeaders = (h: Record<string, string>) => limiter.observeHeaders(h, ctx.clock.now());
-    return oneLayer(ctx, breakwaterPolicy(ctx, limiter), onHeaders);
   },
 };
 
@@ -258,6 +220,5 @@ export const STACKS: readonly StormStack[] = [
   aiSdk,
   langchain,
   breakwater,
-  breakwaterLimiter,
   breakwaterFallback,
 ];

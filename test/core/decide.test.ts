@@ -242,7 +242,11 @@ describe("a Retry-After wait never exceeds retryAfter.maxMs (the spread is cappe
         (hint, maxMs, jitterMs, draw) => {
           fc.pre(hint <= maxMs);
           const f = failure("rate_limited", { retryAfterMs: hint });
-          const r = rules({ retryAfterMaxMs: maxMs, retryAfterJitterMs: jitterMs, random: () => draw });
+          const r = rules({
+            retryAfterMaxMs: maxMs,
+            retryAfterJitterMs: jitterMs,
+            random: () => draw,
+          });
           const v = decide(state(), f, 0, r);
           expect(v.retry).toBe(true);
           const ms = (v as { delayMs: number }).delayMs;

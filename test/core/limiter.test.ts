@@ -139,30 +139,33 @@ describe("RateLimiter", () => {
     expect(l.inFlight).toBe(2);
   });
 
-  it("serves higher priority first, then the run tree with the fewest calls in flight", async () => {
-    const l = new RateLimiter({ maxConcurrent: 2, clock: new VirtualClock() });
-    const runA = {};
-    const runB = {};
+  it("serves higher priority first, then a call about to miss its deadline, then the newest", async () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ maxConcurrent: 1, clock });
     const order: string[] = [];
     const permits: Permit[] = [];
-    l.tryAcquire({}, runA); // a long call of runA's, in flight throughout
+    // One call held 1 s: the calls' usual duration is 1 s.
+    const warm = l.tryAcquire({})!;
+    const sent = clock.now();
+    await clock.advance(1000);
+    warm.settle(undefined, { startedAt: sent });
     const first = l.tryAcquire({})!;
-    const take = (name: string, group: object, priority = 0) =>
-      void l.acquire({}, { group, priority }).then((p) => {
+    const take = (name: string, o: { priority?: number; deadlineAt?: number } = {}) =>
+      void l.acquire({}, o).then((p) => {
         order.push(name);
         permits.push(p);
       });
-    take("a2", runA);
-    take("a3", runA);
-    take("b1", runB);
-    take("crit", runA, 5);
+    take("old");
+    take("due", { deadlineAt: clock.now() + 1500 }); // within two usual durations
+    take("new");
+    take("crit", { priority: 5 });
     first.settle();
     for (let i = 0; i < 4; i++) {
       await new Promise((r) => setImmediate(r));
       permits[i]?.settle();
     }
-    // The critical call goes first; then runB (nothing in flight) goes before runA's queue.
-    expect(order).toEqual(["crit", "b1", "a2", "a3"]);
+    // The critical call; the one whose deadline is near; then the newest before the oldest.
+    expect(order).toEqual(["crit", "due", "new", "old"]);
   });
 
   it("caps each run tree's calls in flight, leaving room for the others", async () => {

@@ -13,10 +13,10 @@ const fs = useFaultServer();
 const LIMIT = { requestsPerMinute: 5, windowMs: 1000 };
 const BURST = 15;
 
-const clients: Record<string, (limiter?: RateLimiter) => () => Promise<unknown>> = {
-  openai: (limiter?: RateLimiter) => {
+const clients: Record<string, (limiter?: RateLimiter | false) => () => Promise<unknown>> = {
+  openai: (limiter?: RateLimiter | false) => {
     const ai = openaiClient(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test-0" }), {
-      policy: policy({ limiter, budget: false, maxAttempts: 1 }),
+      policy: policy({ limiter: limiter ?? false, budget: false, maxAttempts: 1 }),
     });
     return () =>
       ai.chat.completions.create({
@@ -25,9 +25,9 @@ const clients: Record<string, (limiter?: RateLimiter) => () => Promise<unknown>>
         messages: [{ role: "user", content: "hi" }],
       });
   },
-  anthropic: (limiter?: RateLimiter) => {
+  anthropic: (limiter?: RateLimiter | false) => {
     const ai = anthropicClient(new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-0" }), {
-      policy: policy({ limiter, budget: false, maxAttempts: 1 }),
+      policy: policy({ limiter: limiter ?? false, budget: false, maxAttempts: 1 }),
     });
     return () =>
       ai.messages.create({
@@ -58,7 +58,7 @@ describe.each(Object.entries(clients))(
       expect(fs.server.stats().requests).toBe(BURST + 1);
     });
 
-    it("without it, the same burst meets the limit (the control)", async () => {
+    it("without a limiter (limiter: false), the same burst meets the limit (the control)", async () => {
       fs.script({ rateLimit: LIMIT });
       const call = make();
       await call();

@@ -1,0 +1,128 @@
+import type { Failure } from "./failure.ts";
+
+/** How an attempt that held a slot ended, as the concurrency limit reads it. */
+export interface SlotEnd {
+  /** When the attempt was sent, on the limiter's clock. */
+  readonly startedAt: number;
+  /** Attempts in flight when it was sent, itself included (the limiter fills it in). */
+  readonly inFlightAtSend?: number;
+  /** The limit it was sent against (the limiter fills it in). */
+  readonly limitAtSend?: number;
+  /** Whether calls were waiting for room when it was sent (the limiter fills it in). */
+  readonly heldAtSend?: boolean;
+  /** The failure, when it failed; absent for an answer. */
+  readonly failure?: Failure | undefined;
+}
+
+/** A cut multiplies the limit by this (TCP CUBIC's and AWS adaptive mode's beta). */
+const BETA = 0.7;
+/** Answers per measurement of the pace. */
+const SAMPLE = 20;
+/** An attempt sent with this share of the limit in flight was sent against it. */
+const BINDING = 0.9;
+/** With no overload for this long, the limit lifts (no cap while nothing is wrong). */
+const QUIET_MS = 30_000;
+
+/**
+ * The signals of an upstream's overload (docs/architecture.md, rule 19): an overloaded
+ * answer (503, 529, `overloaded_error`), or an attempt our own timer cut before it was
+ * answered (the request waited in the upstream's queue). A 429 is the rate limiter's to
+ * hold; a spent quota, a bad request or a cancellation says nothing of load.
+ */
+export function isOverload(f: Failure | undefined): boolean {
+  if (f === undefined) return false;
+  if (f.kind === "overloaded") return true;
+  return f.kind === "timeout" && (f.code === "attempt_timeout" || f.code === "first-token_timeout");
+}
+
+/**
+ * An adaptive concurrency limit for one upstream: how many attempts may be in flight at
+ * once, learned from what the upstream answers, like TCP's congestion window.
+ *
+ * - Unarmed, nothing caps the load but pace: the attempts in flight may not pass twice
+ *   what was in flight when the last answers came (held demand released at once, after
+ *   a rate limit lifts, goes out over a few round trips, not in one burst).
+ * - An overload cuts it (the first arms it) to BETA of what was in flight when the failed
+ *   attempt was sent, but only if that attempt was sent pushing at the limit (with at
+ *   least BINDING of it in flight; unarmed, while held demand was being released): the
+ *   only overload this limit can be blamed for is one met while pushing at it. Failures met well below it (a share of requests failing whatever
+ *   is sent, a smaller upstream) are the admission's to handle, and never drive it down.
+ *   At most one cut per round trip: only an attempt sent after the last cut, once one
+ *   sent after it was answered, cuts again.
+ * - Answers grow it while it binds: by one per answer (doubling per round trip) up to
+ *   the level of the last cut, then by about its square root per round trip. With no
+ *   overload for QUIET_MS it lifts if the load is well below it, and grows by doubling
+ *   again if not.
+ *
+ * Every number is a ratio or a count of outcomes but the quiet period.
+ */
+export class AdaptiveConcurrency {
+  #limit = Number.POSITIVE_INFINITY;
+  /** Slow start below it, growth by its square root above. */
+  #ssthresh = Number.POSITIVE_INFINITY;
+  #troubleAt = Number.NEGATIVE_INFINITY;
+  #cutAt = Number.NEGATIVE_INFINITY;
+  #answeredSinceCut = true;
+  /** The most in flight when answers came: in the last SAMPLE answers and the ones before. */
+  #pace = 0;
+  #paceBefore = 0;
+  #paceN = 0;
+
+  /** The attempts that may be in flight now (Infinity: no cap). */
+  get limit(): number {
+    if (this.#limit !== Number.POSITIVE_INFINITY) return this.#limit;
+    const seen = Math.max(this.#pace, this.#paceBefore);
+    return seen === 0 ? Number.POSITIVE_INFINITY : 2 * seen;
+  }
+
+  ended(end: SlotEnd, inFlight: number, now: number): boolean {
+    const f = end.failure;
+    if (end.startedAt >= this.#cutAt && f === undefined) this.#answeredSinceCut = true;
+    if (isOverload(f)) {
+      this.#troubleAt = now;
+      this.#overloaded(end, now);
+      return false;
+    }
+    if (f !== undefined) return false;
+    this.#paced(inFlight);
+    if (this.#limit === Number.POSITIVE_INFINITY) return true;
+    if (now - this.#troubleAt > QUIET_MS) return this.#quiet(inFlight, now);
+    if (2 * inFlight < this.#limit) return false;
+    const l = this.#limit;
+    this.#limit = l < this.#ssthresh ? l + 1 : l + 1 / Math.sqrt(l);
+    return true;
+  }
+
+  /** An overload met pushing at the limit cuts it, once per round trip. */
+  #overloaded(end: SlotEnd, now: number): void {
+    const level = end.inFlightAtSend;
+    const against = end.limitAtSend;
+    if (level === undefined || against === undefined) return;
+    // Unarmed, the limit is only pace: releasing held demand pushes at it too.
+    const unarmed = this.#limit === Number.POSITIVE_INFINITY;
+    const pushing = level >= BINDING * against || (unarmed && end.heldAtSend === true);
+    if (!pushing) return;
+    if (end.startedAt < this.#cutAt || !this.#answeredSinceCut) return;
+    this.#limit = Math.max(1, Math.floor(BETA * Math.min(this.#limit, level)));
+    this.#ssthresh = this.#limit;
+    this.#cutAt = now;
+    this.#answeredSinceCut = false;
+  }
+
+  /** No overload for QUIET_MS: lift when the load is well below the limit; else grow by
+   * doubling again. */
+  #quiet(inFlight: number, now: number): boolean {
+    this.#troubleAt = now;
+    if (2 * inFlight < this.#limit) this.#limit = Number.POSITIVE_INFINITY;
+    this.#ssthresh = Number.POSITIVE_INFINITY;
+    return true;
+  }
+
+  #paced(inFlight: number): void {
+    this.#pace = Math.max(this.#pace, inFlight);
+    if (++this.#paceN < SAMPLE) return;
+    this.#paceBefore = this.#pace;
+    this.#pace = 0;
+    this.#paceN = 0;
+  }
+}
