@@ -4,14 +4,18 @@ import type { Failure } from "./failure.ts";
 export interface SlotEnd {
   /** When the attempt was sent, on the limiter's clock. */
   readonly startedAt: number;
-  /** Attempts in flight when it was sent, itself included (the limiter fills it in). */
-  readonly inFlightAtSend?: number;
-  /** The limit it was sent against (the limiter fills it in). */
-  readonly limitAtSend?: number;
-  /** Whether calls were waiting for room when it was sent (the limiter fills it in). */
-  readonly heldAtSend?: boolean;
   /** The failure, when it failed; absent for an answer. */
   readonly failure?: Failure | undefined;
+}
+
+/** What the limiter saw as an attempt was sent. */
+export interface AtSend {
+  /** Attempts in flight, itself included. */
+  readonly inFlightAtSend: number;
+  /** The limit it was sent against. */
+  readonly limitAtSend: number;
+  /** Whether calls were waiting for room. */
+  readonly heldAtSend: boolean;
 }
 
 /** A cut multiplies the limit by this (TCP CUBIC's and AWS adaptive mode's beta). */
@@ -68,6 +72,11 @@ export class AdaptiveConcurrency {
   #paceBefore = 0;
   #paceN = 0;
 
+  /** Unarmed, and never troubled: an answer only moves the pace (it needs no time). */
+  get calm(): boolean {
+    return this.#limit === Number.POSITIVE_INFINITY && this.#troubleAt === Number.NEGATIVE_INFINITY;
+  }
+
   /** The attempts that may be in flight now (Infinity: no cap). */
   get limit(): number {
     if (this.#limit !== Number.POSITIVE_INFINITY) return this.#limit;
@@ -75,12 +84,12 @@ export class AdaptiveConcurrency {
     return seen === 0 ? Number.POSITIVE_INFINITY : 2 * seen;
   }
 
-  ended(end: SlotEnd, inFlight: number, now: number): boolean {
+  ended(end: SlotEnd, sent: AtSend, inFlight: number, now: number): boolean {
     const f = end.failure;
     if (end.startedAt >= this.#cutAt && f === undefined) this.#answeredSinceCut = true;
     if (isOverload(f)) {
       this.#troubleAt = now;
-      this.#overloaded(end, now);
+      this.#overloaded(end, sent, now);
       return false;
     }
     if (f !== undefined) return false;
@@ -94,13 +103,12 @@ export class AdaptiveConcurrency {
   }
 
   /** An overload met pushing at the limit cuts it, once per round trip. */
-  #overloaded(end: SlotEnd, now: number): void {
-    const level = end.inFlightAtSend;
-    const against = end.limitAtSend;
-    if (level === undefined || against === undefined) return;
+  #overloaded(end: SlotEnd, sent: AtSend, now: number): void {
+    const level = sent.inFlightAtSend;
+    const against = sent.limitAtSend;
     // Unarmed, the limit is only pace: releasing held demand pushes at it too.
     const unarmed = this.#limit === Number.POSITIVE_INFINITY;
-    const pushing = level >= BINDING * against || (unarmed && end.heldAtSend === true);
+    const pushing = level >= BINDING * against || (unarmed && sent.heldAtSend);
     if (!pushing) return;
     if (end.startedAt < this.#cutAt || !this.#answeredSinceCut) return;
     this.#limit = Math.max(1, Math.floor(BETA * Math.min(this.#limit, level)));

@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from "./clock.ts";
-import { AdaptiveConcurrency, type SlotEnd } from "./concurrency.ts";
+import { AdaptiveConcurrency, type AtSend, type SlotEnd } from "./concurrency.ts";
 import { type LimitState, parseRateLimitHeaders, type RateLimitState } from "./ratelimit.ts";
 import type { Usage } from "./usage.ts";
 import { opt, parseOptions } from "./validate.ts";
@@ -159,6 +159,35 @@ interface Waiter {
   readonly group: object | undefined;
   grant(p: Permit): void;
   refuse(e: unknown): void;
+}
+
+/** The permit of a call sent while nothing is known of the limits. */
+class LightPermit implements Permit, AtSend {
+  readonly inFlightAtSend: number;
+  readonly limitAtSend: number;
+  readonly heldAtSend = false;
+  readonly #end: (p: LightPermit, slot: SlotEnd | undefined) => void;
+  #done = false;
+
+  constructor(
+    inFlight: number,
+    limit: number,
+    end: (p: LightPermit, slot: SlotEnd | undefined) => void,
+  ) {
+    this.inFlightAtSend = inFlight;
+    this.limitAtSend = limit;
+    this.#end = end;
+  }
+
+  settle(_actual?: Partial<Usage>, slot?: SlotEnd): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#end(this, slot);
+  }
+
+  cancel(): void {
+    this.settle();
+  }
 }
 
 /** A permit's claim, until it ends. */
@@ -358,6 +387,24 @@ export class RateLimiter implements Limiter {
     };
   }
 
+  /** A permit while nothing is known of the limits: it counts the call in flight and
+   * tells the concurrency limit how it went, and nothing more. */
+  #light(): Permit {
+    return new LightPermit(++this.#inFlight, this.#concurrency?.limit ?? INF, this.#lightEnd);
+  }
+
+  readonly #lightEnd = (p: LightPermit, slot: SlotEnd | undefined): void => {
+    const c = this.#concurrency;
+    if (slot !== undefined && c !== undefined) {
+      // An answer while all is well only moves the pace: no clock read.
+      const now = slot.failure === undefined && c.calm ? 0 : this.#clock.now();
+      if (now !== 0) this.#hold(now - slot.startedAt);
+      c.ended(slot, p, this.#inFlight, now);
+    }
+    this.#inFlight--;
+    if (this.#queue.length > 0 || this.#timer !== undefined) this.#pump();
+  };
+
   /** A permit ends: the concurrency limit hears how the attempt went; what the call
    * reserved and did not spend goes back (its output allowance, mostly); one that spent
    * more leaves the bucket lower, never below empty. A failed call with no usage keeps its
@@ -368,13 +415,7 @@ export class RateLimiter implements Limiter {
     if (slot !== undefined) {
       const now = this.#clock.now();
       this.#hold(now - slot.startedAt);
-      const end = {
-        ...slot,
-        inFlightAtSend: h.inFlightAtSend,
-        limitAtSend: h.limitAtSend,
-        heldAtSend: h.heldAtSend,
-      };
-      this.#concurrency?.ended(end, this.#inFlight, now);
+      this.#concurrency?.ended(slot, h, this.#inFlight, now);
     }
     this.#release(h.group);
     for (const { d, b, took, seen } of h.buckets) {
@@ -402,7 +443,8 @@ export class RateLimiter implements Limiter {
   /** A permit now, without waiting, or undefined when the call would have to wait. */
   tryAcquire(cost: Cost, group?: object): Permit | undefined {
     if (this.#queue.length > 0 || !this.#hasSlot(group)) return undefined;
-    // Nothing known yet (no limits, no headers, no hold): no clock read, no wait.
+    // Nothing known yet (no limits, no headers, no hold): no clock read, no bucket.
+    if (this.#blank && (group === undefined || !this.#perRun)) return this.#light();
     const free = this.#blank || this.#waitFor(cost, this.#clock.now()) === 0;
     return free ? this.#take(cost, group) : undefined;
   }

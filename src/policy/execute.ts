@@ -1,7 +1,7 @@
 import { checkOutput, OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
-import { Attempt, type AttemptEnd, type AttemptOwner } from "./attempt.ts";
+import { Attempt, type AttemptEnd, type AttemptOwner, type Grant } from "./attempt.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -41,7 +41,10 @@ export function execute<T>(
   if (typeof operation !== "function" || options !== undefined) {
     const bad = invalid(operation, options);
     if (bad !== undefined) return Promise.reject(bad);
-  } else if (o.lean !== undefined) return lean(o, o.lean, operation);
+  } else if (o.lean !== undefined) {
+    const grants = o.gates.tryEnter(o.lean);
+    if (grants !== undefined) return lean(o, o.lean, grants, operation);
+  }
   return loop(o, new Call(o, options), operation, options);
 }
 
@@ -54,9 +57,10 @@ export function execute<T>(
 function lean<T>(
   o: ResolvedOptions,
   owner: AttemptOwner,
+  grants: readonly Grant[],
   operation: (context: AttemptContext) => T | PromiseLike<T>,
 ): Promise<T> {
-  const a = new Attempt(owner, 1, o.clock.now(), o.gates.fixed!);
+  const a = new Attempt(owner, 1, o.clock.now(), grants);
   let p: Promise<T>;
   try {
     p = Promise.resolve(operation(a));

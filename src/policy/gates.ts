@@ -51,6 +51,9 @@ export interface Gate {
   refund?(r: Reporter): void;
   /** Set when `enter` always grants this, at once: the attempt's grants need no list. */
   readonly always?: Grant;
+  /** A grant now, with no wait and no refusal, or undefined (then `enter` decides): the
+   * lean path of `execute` asks this. */
+  tryEnter?(req: GateRequest): Grant | undefined;
 }
 
 /** Runs a user-supplied gate's method; what it throws is reported and `fallback` stands in. */
@@ -149,13 +152,14 @@ class PermitGrant implements Grant {
 
   end(how: AttemptEnd, at: number, r: Reporter): void {
     const p = this.#permit;
-    if (how.how === "unsent") guard(r, "limiter.cancel", () => p.cancel(), undefined);
-    else if (how.how === "left") guard(r, "limiter.settle", () => p.settle(how.usage), undefined);
-    else {
-      const failed = how.how === "failed";
-      const usage = failed ? (how.usage ?? {}) : how.usage;
-      const slot = { startedAt: at, failure: failed ? how.failure : undefined };
-      guard(r, "limiter.settle", () => p.settle(usage, slot), undefined);
+    // Every attempt comes here: written without closures, it costs the success path little.
+    try {
+      if (how.how === "unsent") p.cancel();
+      else if (how.how === "left") p.settle(how.usage);
+      else if (how.how === "ok") p.settle(how.usage, { startedAt: at });
+      else p.settle(how.usage ?? {}, { startedAt: at, failure: how.failure });
+    } catch (error) {
+      r.report(how.how === "unsent" ? "limiter.cancel" : "limiter.settle", error);
     }
     if (how.how !== "failed") return;
     const ms = how.failure.retryAfterMs;
@@ -172,6 +176,18 @@ export class LimiterGate implements Gate {
   readonly #limiter: Limiter;
   constructor(limiter: Limiter) {
     this.#limiter = limiter;
+  }
+
+  tryEnter(req: GateRequest): Grant | undefined {
+    const limiter = this.#limiter;
+    let now: Permit | undefined;
+    try {
+      now = limiter.tryAcquire(req.cost, req.group);
+    } catch (error) {
+      req.reporter.report("limiter.tryAcquire", error);
+      now = NO_PERMIT;
+    }
+    return now === undefined ? undefined : new PermitGrant(limiter, now);
   }
 
   enter(req: GateRequest): Grant | Promise<Grant> {
@@ -205,12 +221,31 @@ export class Gates {
   readonly list: readonly Gate[];
   /** When no gate can refuse or wait: the grants every attempt holds, made once. */
   readonly fixed: readonly Grant[] | undefined;
+  /** Whether every gate can grant at once without a wait (`always` or `tryEnter`). */
+  readonly quick: boolean;
 
   constructor(list: readonly Gate[]) {
     this.list = list;
     this.fixed = list.every((g) => g.always !== undefined)
       ? Object.freeze(list.map((g) => g.always!))
       : undefined;
+    this.quick = list.every((g) => g.always !== undefined || g.tryEnter !== undefined);
+  }
+
+  /** Every gate's grant at once, or undefined (and nothing held) when one would have the
+   * attempt wait or refuse it. */
+  tryEnter(req: GateRequest): readonly Grant[] | undefined {
+    if (this.fixed !== undefined) return this.fixed;
+    const grants: Grant[] = [];
+    for (const g of this.list) {
+      const grant = g.always ?? g.tryEnter!(req);
+      if (grant === undefined) {
+        for (const held of grants) held.end({ how: "unsent" }, 0, req.reporter);
+        return undefined;
+      }
+      grants.push(grant);
+    }
+    return grants;
   }
 
   /** Asks every gate to admit a retry (rule 1): the first refusal, after the gates that

@@ -23,7 +23,11 @@ import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
 import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 import type { AttemptOwner } from "./attempt.ts";
-import { type Gates, gatesOf } from "./gates.ts";
+import { type GateRequest, type Gates, gatesOf } from "./gates.ts";
+
+/** The owner of a lean call's first attempt, and what its gates are asked. */
+export type LeanOwner = AttemptOwner & GateRequest;
+
 import { reportHookError } from "./hooks.ts";
 import { isObserver, type Observer } from "./observer.ts";
 
@@ -139,7 +143,7 @@ export interface ResolvedOptions extends RetryRules {
   /** Set when a call with no options has nothing to bound, watch or refuse (no deadline,
    * no observer, no hooks on success, no gate that refuses or waits): its first attempt
    * runs with this owner, and a Call is made only if it fails (`execute`'s lean path). */
-  readonly lean: AttemptOwner | undefined;
+  readonly lean: LeanOwner | undefined;
 }
 
 /** An optional timeout: none (Infinity) when absent, else ms > 0 up to a timer's limit. */
@@ -219,14 +223,24 @@ function admissionOf(
 
 /** The owner of a lean call's first attempt: no signal, no deadline; a hook error is
  * reported as a warning (no ledger is kept for a call that succeeds unwatched). */
-function leanOwner(clock: Clock, attemptTimeoutMs: number): AttemptOwner {
+function leanOwner(clock: Clock, attemptTimeoutMs: number): LeanOwner {
+  const reporter = {
+    report: (hook: string, error: unknown) => reportHookError(undefined, hook, error),
+  };
   return Object.freeze({
     clock,
     signal: undefined,
     deadline: callDeadline(0, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY),
     attemptTimeoutMs,
     weak: false,
-    report: (hook: string, error: unknown) => reportHookError(undefined, hook, error),
+    report: reporter.report,
+    // What the gates are asked for a call with no options.
+    cost: {},
+    group: undefined,
+    priority: 0,
+    deadlineAt: Number.POSITIVE_INFINITY,
+    cancel: undefined,
+    reporter,
   });
 }
 
@@ -255,7 +269,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     rest.onSuccess === undefined &&
     rest.usage === undefined &&
     rest.deadlineMs === Number.POSITIVE_INFINITY &&
-    gates.fixed !== undefined;
+    gates.quick;
   return Object.freeze({
     ...rest,
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),

@@ -141,7 +141,8 @@ describe("RateLimiter", () => {
 
   it("serves higher priority first, then a call about to miss its deadline, then the newest", async () => {
     const clock = new VirtualClock();
-    const l = new RateLimiter({ maxConcurrent: 1, clock });
+    const limits = { requestsPerMinute: 1e6 }; // known limits: every permit is measured
+    const l = new RateLimiter({ maxConcurrent: 1, clock, limits });
     const order: string[] = [];
     const permits: Permit[] = [];
     // One call held 1 s: the calls' usual duration is 1 s.
