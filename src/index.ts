@@ -104,6 +104,7 @@ export {
   type StreamOutcome,
 } from "./policy/stream.ts";
 export {
+  type Holder,
   type Journal,
   JournalError,
   MemoryJournal,

@@ -30,6 +30,15 @@ export interface Journal {
   claim?(runId: string, owner: string, leaseMs: number): boolean | Promise<boolean>;
   /** Lets go of the lease, if `owner` holds it. */
   release?(runId: string, owner: string): void | Promise<void>;
+  /** Who holds the lease on a run and until when (wall time, ms), if anyone does: what a
+   * refused worker is told. */
+  holder?(runId: string): Holder | undefined | Promise<Holder | undefined>;
+}
+
+/** The worker holding a run's lease, and when the lease runs out (wall time, ms). */
+export interface Holder {
+  readonly owner: string;
+  readonly expiresAt: number;
 }
 
 /** A journal could not read or write: names the store, the run and the step. */
@@ -44,9 +53,16 @@ export class JournalError extends Error {
 export class RunClaimedError extends Error {
   override name = "BreakwaterRunClaimedError";
   readonly runId: string;
-  constructor(runId: string) {
-    super(`run "${runId}" is held by another worker (its lease has not expired)`);
+  /** Who holds it and until when, where the journal can tell. */
+  readonly holder: Holder | undefined;
+  constructor(runId: string, holder?: Holder, now = Date.now()) {
+    super(
+      holder === undefined
+        ? `run "${runId}" is held by another worker (its lease has not expired)`
+        : `run "${runId}" is held by worker "${holder.owner}" until ${new Date(holder.expiresAt).toISOString()} (${Math.max(0, Math.ceil((holder.expiresAt - now) / 1000))} s from now): it runs there, or that worker stopped without letting go and its lease runs out then. To go on with it now, start it as that worker (new Run({ id: "${runId}", owner: "${holder.owner}", ... }): the same owner takes its runs back at once), or wait`,
+    );
     this.runId = runId;
+    this.holder = holder;
   }
 }
 
@@ -78,6 +94,13 @@ export class MemoryJournal implements Journal {
   }
 
   /** Lets go of the lease, if `owner` holds it. */
+  holder(runId: string): Holder | undefined {
+    const held = this.#claims.get(runId);
+    return held === undefined || held.until <= Date.now()
+      ? undefined
+      : { owner: held.owner, expiresAt: held.until };
+  }
+
   release(runId: string, owner: string): void {
     if (this.#claims.get(runId)?.owner === owner) this.#claims.delete(runId);
   }

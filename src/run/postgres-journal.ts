@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { ConfigError, opt, parseOptions } from "../core/validate.ts";
-import { type Journal, JournalError, type StepRecord } from "./journal.ts";
+import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
 
 /** Options of a `PostgresJournal`. */
 export interface PostgresJournalOptions {
@@ -160,6 +160,19 @@ export class PostgresJournal implements Journal {
       [runId, owner, leaseMs],
     );
     return rows.length > 0;
+  }
+
+  /** Who holds the lease on `runId` and until when, if anyone does. */
+  async holder(runId: string): Promise<Holder | undefined> {
+    const rows = await this.#q<{ owner: string; expires_at: Date }>(
+      `read the lease of run "${runId}"`,
+      `SELECT owner, expires_at FROM ${this.#s}.claims WHERE run_id = $1 AND expires_at > now()`,
+      [runId],
+    );
+    const r = rows[0];
+    return r === undefined
+      ? undefined
+      : { owner: r.owner, expiresAt: new Date(r.expires_at).getTime() };
   }
 
   async release(runId: string, owner: string): Promise<void> {

@@ -50,6 +50,24 @@ export interface RunOptions {
 const INF = Number.POSITIVE_INFINITY;
 /** Who runs a run by default: this process. */
 const PROCESS_OWNER = `process-${globalThis.crypto.randomUUID()}`;
+/** Runs holding a journal's lease in this process. A clean exit lets go of them all, so
+ * the same run started again goes on at once (a crash leaves them to expire): a journal
+ * that releases synchronously (SQLite) as the process exits, one that needs I/O
+ * (Postgres) when the event loop runs dry. */
+const held = new Set<Run>();
+let exitHooked = false;
+function holding(run: Run): void {
+  held.add(run);
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on("beforeExit", () => {
+    for (const r of [...held]) r.releaseSync();
+  });
+  process.on("exit", () => {
+    for (const r of [...held]) r.releaseSync();
+  });
+}
+
 /** The parent of the run `child` is building (a constructor has no private parameter). */
 let spawning: Run | undefined;
 const isJournal = (j: unknown) =>
@@ -172,7 +190,8 @@ export class Run {
     if (journal === undefined) return fn();
     // Two workers never run one run: the lease is taken (or renewed) before every step.
     if (journal.claim && !(await journal.claim(this.id, this.#owner, this.#leaseMs)))
-      throw new RunClaimedError(this.id);
+      throw new RunClaimedError(this.id, await journal.holder?.(this.id));
+    if (journal.release) holding(this);
     const stats = this.#limits.stats;
     const onReplay = () => void stats.stepsReplayed++;
     // A long step keeps its lease: renewed every third of it while the step runs (wall
@@ -209,7 +228,17 @@ export class Run {
 
   /** Lets go of the journal's lease on this run (when it is done, or handed over). */
   async release(): Promise<void> {
+    held.delete(this);
     await this.journal?.release?.(this.id, this.#owner);
+  }
+
+  /** Lets go of the lease without waiting: what the process does as it exits. */
+  releaseSync(): void {
+    held.delete(this);
+    try {
+      const r = this.journal?.release?.(this.id, this.#owner);
+      if (r instanceof Promise) r.catch(() => {});
+    } catch {}
   }
 
   /** The run as plain data: id, deadline, stats and billed tokens. */

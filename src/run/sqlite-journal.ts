@@ -1,6 +1,6 @@
 import { DatabaseSync } from "node:sqlite";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
-import { type Journal, JournalError, type StepRecord } from "./journal.ts";
+import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
 
 interface Row {
   run_id: string;
@@ -35,6 +35,35 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS breakwater_claims (
     run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);`;
 
+/** Sleeps this thread (only while a database is being opened and another process holds
+ * it: there is nothing to do meanwhile). */
+const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/**
+ * Opens the file in WAL mode with its schema. Processes opening a new file at the same
+ * instant contend for locks that SQLite's busy handler does not wait on (switching the
+ * journal mode, the first schema): such an open is tried again, within the busy timeout.
+ */
+function openShared(path: string, busyMs: number): DatabaseSync {
+  const until = Date.now() + busyMs;
+  for (let wait = 5; ; wait = Math.min(2 * wait, 100)) {
+    let db: DatabaseSync | undefined;
+    try {
+      db = new DatabaseSync(path);
+      db.exec(`PRAGMA busy_timeout = ${busyMs}`); // before anything that takes a lock
+      db.exec("PRAGMA journal_mode = WAL");
+      db.exec("PRAGMA synchronous = NORMAL"); // durable across a crash of the process
+      db.exec(SCHEMA);
+      return db;
+    } catch (error) {
+      db?.close();
+      if (!/locked|busy/i.test(String((error as Error)?.message)) || Date.now() > until)
+        throw error;
+      pause(wait);
+    }
+  }
+}
+
 /** A step that finished "ok" stays so: a late failure, or a second worker, cannot undo it. */
 const PUT = `INSERT INTO breakwater_steps (run_id, step, status, value, error, at)
   VALUES (?, ?, ?, ?, ?, ?)
@@ -62,14 +91,7 @@ export class SqliteJournal implements Journal {
     if (typeof path !== "string" || path === "") v.fail("path", path, 'a file path or ":memory:"');
     const busy = parseOptions(v, SPEC, options).busyTimeoutMs;
     this.#path = path;
-    this.#db = this.#run("open the journal", () => {
-      const db = new DatabaseSync(path);
-      db.exec(`PRAGMA busy_timeout = ${busy}`); // before anything that takes a lock
-      db.exec("PRAGMA journal_mode = WAL");
-      db.exec("PRAGMA synchronous = NORMAL"); // durable across a crash of the process
-      db.exec(SCHEMA);
-      return db;
-    });
+    this.#db = this.#run("open the journal", () => openShared(path, busy));
   }
 
   /** Runs one database operation; a failure names the file and what was being done. */
@@ -117,6 +139,18 @@ export class SqliteJournal implements Journal {
       this.#db.prepare(CLAIM).run(runId, owner, now + leaseMs, now),
     );
     return Number(r.changes) > 0;
+  }
+
+  /** Who holds the lease on `runId` and until when, if anyone does. */
+  holder(runId: string): Holder | undefined {
+    const row = this.#run(`read the lease of run "${runId}"`, () =>
+      this.#db
+        .prepare(
+          "SELECT owner, expires_at FROM breakwater_claims WHERE run_id = ? AND expires_at > ?",
+        )
+        .get(runId, Date.now()),
+    ) as { owner: string; expires_at: number } | undefined;
+    return row === undefined ? undefined : { owner: row.owner, expiresAt: Number(row.expires_at) };
   }
 
   /** Lets go of the lease, if `owner` holds it. */

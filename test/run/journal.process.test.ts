@@ -1,10 +1,11 @@
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
-import { killRepeatedly, service, worker } from "./fixtures/workers.ts";
+import { killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));
@@ -13,6 +14,56 @@ let files = 0;
 const paths = () => ({ db: join(dir, `j${++files}.db`), service: join(dir, `s${files}.db`) });
 
 describe("SqliteJournal across processes", () => {
+  it("forty processes opening one new file at the same instant all open it (three times)", async () => {
+    const opener = join(import.meta.dirname, "fixtures", "open-journal.ts");
+    const open = (db: string, at: number) =>
+      new Promise<string>((resolve) => {
+        const c = spawn(process.execPath, [opener, db, String(at)], {
+          stdio: ["ignore", "pipe", "inherit"],
+        });
+        let out = "";
+        c.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        c.on("exit", () => resolve(out.trim()));
+      });
+    for (let round = 0; round < 3; round++) {
+      const db = join(dir, `fresh-${++files}.db`);
+      const at = Date.now() + 3_000; // after every process has started
+      const outs = await Promise.all(Array.from({ length: 40 }, () => open(db, at)));
+      expect(outs.filter((o) => o !== "ok")).toEqual([]);
+    }
+  }, 90_000);
+
+  it("a run ended cleanly can be run again at once by another process (its lease let go on exit)", async () => {
+    const { db, service: svc } = paths();
+    // No owner given: each process is its own owner, as in the README's example.
+    const args = { db, service: svc, runId: "again", steps: 5 };
+    expect(lastLine((await worker(args).exited).out)).toBe("done");
+    const second = await worker({ ...args, steps: 8 }).exited;
+    expect(lastLine(second.out)).toBe("done");
+    const j = new SqliteJournal(db);
+    expect(j.steps("again")).toHaveLength(8);
+    expect(j.holder("again")).toBeUndefined(); // let go again
+    j.close();
+  }, 60_000);
+
+  it("after kill -9, another process is told who holds the run, until when, and how to go on", async () => {
+    const { db, service: svc } = paths();
+    const args = { db, service: svc, runId: "crashed", steps: 400, stepMs: 20, owner: "pod-7" };
+    const w = worker(args);
+    await w.started;
+    await new Promise((r) => setTimeout(r, 150));
+    w.child.kill("SIGKILL");
+    await w.exited;
+    const refused = await worker({ ...args, owner: undefined, steps: 1 }).exited;
+    const line = lastLine(refused.out)!;
+    expect(line).toMatch(
+      /^refused: BreakwaterRunClaimedError: run "crashed" is held by worker "pod-7" until \d{4}-\d\d-\d\dT/,
+    );
+    expect(line).toMatch(/owner: "pod-7"/); // how to take it over now
+    // Started as that worker, it goes on at once.
+    expect(lastLine((await worker({ ...args, steps: 3 }).exited).out)).toBe("done");
+  }, 60_000);
+
   it("two processes × 2000 steps on one file (different runs): nothing lost, nothing locked out", async () => {
     const { db, service: svc } = paths();
     const ws = ["a", "b"].map((id) =>
