@@ -18,3 +18,5 @@ export {
   type Spec,
   Validator,
 } from "./core/validate.ts";
+export { POLICY_OPTIONS } from "./policy/options.ts";
+export { streamBehind } from "./policy/stream.ts";

@@ -22,6 +22,7 @@ import {
   type Run,
   redact,
 } from "../index.ts";
+import { opt, parseOptions } from "../internal.ts";
 
 /** What `otel()` takes. */
 export interface OtelOptions {
@@ -35,6 +36,13 @@ export interface OtelOptions {
   /** `gen_ai.operation.name`. @default "chat" */
   operation?: string;
 }
+
+const OTEL_SPEC = {
+  tracer: opt.any<Tracer>((t) => typeof (t as Tracer | null)?.startSpan === "function", "a Tracer"),
+  meter: opt.any<Meter>((m) => typeof (m as Meter | null)?.createCounter === "function", "a Meter"),
+  provider: opt.str(),
+  operation: opt.str(),
+};
 
 const BREAKER_STATE = { closed: 0, "half-open": 1, open: 2 } as const;
 
@@ -103,6 +111,7 @@ export function otel(options: OtelOptions = {}): Observer & {
   /** Registers the gauges of a policy's breaker and budget (state, tokens left). */
   gauges(p: Policy): void;
 } {
+  parseOptions("otel", OTEL_SPEC, options);
   const tracer = options.tracer ?? trace.getTracer("breakwater");
   const meter = options.meter ?? metrics.getMeter("breakwater");
   const m = instruments(meter);
@@ -268,6 +277,7 @@ export async function traceRun<T>(
   fn: () => Promise<T>,
   options: { tracer?: Tracer } = {},
 ): Promise<T> {
+  parseOptions("traceRun", { tracer: OTEL_SPEC.tracer }, options);
   const tracer = options.tracer ?? trace.getTracer("breakwater");
   const span = tracer.startSpan("breakwater.run", {
     attributes: { "breakwater.run.id": run.id, "breakwater.run.deadline_ms": run.remainingMs() },

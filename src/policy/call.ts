@@ -345,7 +345,8 @@ export class Call implements AttemptOwner, GateRequest {
     this.#attempt?.end(
       left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage },
     );
-    if (this.#ledger === undefined && o.onSuccess === undefined && this.#watch === undefined)
+    // A stream's outcome reads the ledger; an unwatched execute needs none.
+    if (this.#ledger === undefined && !this.weak && o.onSuccess === undefined && !this.#watch)
       return;
     this.ledger.endedAt = this.#record("ok", undefined, fullUsage(usage));
     const event = { attempts: this.#n, ledger: this.ledger };

@@ -209,6 +209,9 @@ const SPEC = {
   observe: opt.any<Observer>(isObserver, "an Observer (an object with call())"),
 } satisfies Record<keyof PolicyOptions, Rule<unknown>>;
 
+/** The names of a policy's options (what an adapter's own options are told apart from). */
+export const POLICY_OPTIONS: readonly string[] = Object.freeze(Object.keys(SPEC));
+
 /** The policy's admission: the one given, a RetryBudget from options, none for `false`,
  * and by default an adaptive one on the policy's own clock and random source. */
 function admissionOf(

@@ -5,6 +5,7 @@ import type { Ledger } from "../core/ledger.ts";
 import { checkOutput } from "../core/output.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
+import { ConfigError } from "../core/validate.ts";
 import { type Attempt, endGrants, type Grant, NO_GRANTS, type Reporter } from "./attempt.ts";
 import { Call, type FailOptions } from "./call.ts";
 import { reportHookError, runHook } from "./hooks.ts";
@@ -525,12 +526,27 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 }
 
+/** The GuardedStream behind each adapter stream, by what the SDK's own stream keeps of
+ * its request: its abort signal (openai, anthropic: `stream.controller.signal`). */
+const behind = new WeakMap<object, GuardedStream<unknown>>();
+
+/** @internal Records that `key` (a request's signal) belongs to stream `s`. */
+export function streamBehind(key: object, s: GuardedStream<unknown>): void {
+  behind.set(key, s);
+}
+
 /** The GuardedStream behind an adapter's streaming call (typed as the SDK's own stream):
  * `guardedStream(await client.chat.completions.create({ stream: true, ... })).ledger`. */
 export function guardedStream<C = unknown>(stream: unknown): GuardedStream<C> {
   if (isA(stream, GuardedStream)) return stream as GuardedStream<C>;
-  throw new TypeError(
-    "guardedStream: not a stream returned by breakwater (policy.stream or an adapter)",
+  const signal = (stream as { controller?: { signal?: unknown } } | null)?.controller?.signal;
+  const found = signal !== null && typeof signal === "object" ? behind.get(signal) : undefined;
+  if (found !== undefined) return found as GuardedStream<C>;
+  throw new ConfigError(
+    "guardedStream",
+    "stream",
+    stream,
+    "a stream returned by breakwater: policy.stream, or an openai or anthropic client's stream under withBreakwater",
   );
 }
 

@@ -8,12 +8,12 @@ import {
   type Run,
   type Usage,
 } from "../index.ts";
-import { opt, parseOptions } from "../internal.ts";
+import { opt } from "../internal.ts";
 import { aiSdkAnswer } from "./answers.ts";
 import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
 import { prefillOf } from "./continuation.ts";
 import { type Lead, stripLead } from "./dialect.ts";
-import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { ADAPTER_SPEC, type AdapterOptions, adapterOptions, asPolicy, runFor } from "./shared.ts";
 
 /** What `breakwaterMiddleware` takes: the policy and run, output checks, the context window, continuation. */
 export interface AiSdkMiddlewareOptions extends AdapterOptions {
@@ -131,7 +131,7 @@ const SPEC = {
 export function breakwaterMiddleware(
   options: AiSdkMiddlewareOptions = {},
 ): LanguageModelV4Middleware {
-  const o = parseOptions("breakwaterMiddleware", SPEC, options);
+  const o = adapterOptions("breakwaterMiddleware", SPEC, options);
   const p = asPolicy(options.policy);
   const checks = { truncation: o.truncation, validate: o.validate } as const;
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;

@@ -4,7 +4,9 @@ import { anthropicAnswer } from "./answers.ts";
 import { anthropicTranscript } from "./checks.ts";
 import { rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
-import { checkClient } from "./shared.ts";
+import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
+
+const OWNER = "anthropic.withBreakwater";
 
 export { callOptions } from "./fetch.ts";
 
@@ -89,12 +91,12 @@ export function withBreakwater<C extends Anthropic>(
 ): C {
   checkClient(
     client,
-    "anthropic.withBreakwater",
-    "an Anthropic client (new Anthropic())",
-    "withOptions",
+    OWNER,
+    "an Anthropic client (new Anthropic()), not another SDK's",
+    (c) => typeof c.messages?.create === "function" && c.chat === undefined,
   );
   const fetch = guardedFetch({
-    ...options,
+    ...(adapterOptions(OWNER, FETCH_SPEC, options) && options),
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: anthropicDialect,
   });

@@ -2,6 +2,7 @@ import {
   type CallOptions,
   ConfigError,
   failureOf,
+  type GuardedStream,
   HttpError,
   ledgerOf,
   type OutputCheck,
@@ -12,7 +13,7 @@ import {
   reasonOf,
   type Usage,
 } from "../index.ts";
-import { opt, parseOptions, tagError } from "../internal.ts";
+import { opt, streamBehind, tagError } from "../internal.ts";
 import {
   type Checks,
   checkRequest,
@@ -23,7 +24,14 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import type { Dialect } from "./dialect.ts";
-import { type AdapterOptions, asPolicy, FETCH_SPEC, runFor } from "./shared.ts";
+import {
+  ADAPTER_SPEC,
+  type AdapterOptions,
+  adapterOptions,
+  asPolicy,
+  FETCH_SPEC,
+  runFor,
+} from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { hasUndici, type Transport, undiciTransport } from "./transport.ts";
 
@@ -89,8 +97,18 @@ export interface PerCall {
 export function callOptions(o: PerCall): {
   fetchOptions: Omit<RequestInit, "headers" | "body" | "signal" | "method">;
 } {
+  adapterOptions("callOptions", PER_CALL, o);
   return { fetchOptions: { [CALL]: o } as RequestInit };
 }
+
+const PER_CALL = {
+  run: ADAPTER_SPEC.run,
+  priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
+  validate: opt.any<OutputCheck>(
+    (v) => typeof v === "function" || (v !== null && typeof v === "object"),
+    "a Standard Schema or a function",
+  ),
+};
 
 /** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
 class UpstreamAnswer extends HttpError {
@@ -255,7 +273,7 @@ function sender(options: GuardedFetchOptions, p: Policy): Send {
  * is retried until its first content event and then passed through untouched.
  */
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
-  const o = parseOptions("guardedFetch", SPEC, options);
+  const o = adapterOptions("guardedFetch", SPEC, options);
   if (!Number.isNaN(o.connectTimeoutMs) && !hasUndici())
     throw new ConfigError(
       "guardedFetch",
@@ -411,6 +429,9 @@ async function streamed(c: FetchCall): Promise<Response> {
   const events = openEvents(c, (res) => {
     current = res;
   });
+  // `guardedStream(sdkStream)` finds the stream by the SDK's request signal.
+  const signal = c.callOptions.signal;
+  if (signal !== undefined) streamBehind(signal, events as GuardedStream<unknown>);
   let first: IteratorResult<SseEvent>;
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte

@@ -2,7 +2,7 @@ import type { GoogleGenAI } from "@google/genai";
 import { ConfigError, type Usage } from "../index.ts";
 import { googleAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
-import { overlay } from "./shared.ts";
+import { adapterOptions, FETCH_SPEC, overlay } from "./shared.ts";
 
 /** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
 export type GoogleAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
@@ -103,6 +103,7 @@ export function withBreakwater<C extends GoogleGenAI>(
   const base = ((client as Obj).httpOptions as Obj | undefined)?.fetch as
     | typeof globalThis.fetch
     | undefined;
+  adapterOptions("google.withBreakwater", FETCH_SPEC, options);
   const fetch = guardedFetch({ ...options, ...(base && { fetch: base }), dialect: googleDialect });
   const overrides: Record<string, unknown> = {};
   for (const name of MODULES) {

@@ -6,9 +6,8 @@ import {
   type Policy,
   type Usage,
 } from "../index.ts";
-import { parseOptions } from "../internal.ts";
 import { langchainAnswer } from "./answers.ts";
-import { ADAPTER_SPEC, type AdapterOptions, asPolicy, runFor } from "./shared.ts";
+import { ADAPTER_SPEC, type AdapterOptions, adapterOptions, asPolicy, runFor } from "./shared.ts";
 
 /** What `withBreakwater` takes for a LangChain chat model: the policy and the run. */
 export type LangChainAdapterOptions = AdapterOptions;
@@ -78,7 +77,7 @@ export function withBreakwater<M extends BaseChatModel>(
   options: LangChainAdapterOptions = {},
 ): M {
   const m = checkModel(model);
-  parseOptions(OWNER, ADAPTER_SPEC, options);
+  adapterOptions(OWNER, ADAPTER_SPEC, options);
   const p = asPolicy(options.policy);
   const wrapped = withoutRetries(m);
   // What the wrapped methods run on: the originals, so a `_generate` that streams inside

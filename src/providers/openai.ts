@@ -1,10 +1,15 @@
 import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
+import { opt } from "../internal.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
 import { type Lead, rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
-import { checkClient } from "./shared.ts";
+import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
+
+const OWNER = "openai.withBreakwater";
+const SPEC = { ...FETCH_SPEC, includeUsage: opt.bool(true) };
+
 import type { SseEvent } from "./sse.ts";
 
 export { callOptions } from "./fetch.ts";
@@ -165,12 +170,18 @@ export function openaiDialect(includeUsage = true): Dialect {
  * `includeUsage: false`. Per call: `create(params, callOptions({ run }))`.
  */
 export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapterOptions = {}): C {
-  checkClient(client, "openai.withBreakwater", "an openai client (new OpenAI())", "withOptions");
-  const { includeUsage, ...rest } = options;
+  checkClient(
+    client,
+    OWNER,
+    "an openai client (new OpenAI()), not another SDK's",
+    (c) => typeof c.chat?.completions?.create === "function",
+  );
+  const { includeUsage } = adapterOptions(OWNER, SPEC, options);
+  const { includeUsage: _, ...rest } = options;
   const fetch = guardedFetch({
     ...rest,
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
-    dialect: openaiDialect(includeUsage ?? true),
+    dialect: openaiDialect(includeUsage),
   });
   return client.withOptions({ maxRetries: 0, fetch }) as C;
 }

@@ -1,5 +1,5 @@
 import { ConfigError, type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
-import { opt } from "../internal.ts";
+import { opt, type Parsed, POLICY_OPTIONS, parseOptions, type Spec } from "../internal.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {
@@ -41,6 +41,31 @@ export const FETCH_SPEC = {
   contextTokens: opt.int({ min: 1, default: Number.NaN }),
 };
 
+/**
+ * An adapter's options, checked by its table under its own name. A policy's option given
+ * to the adapter (`maxAttempts`, after the SDK's `maxRetries`) is the most natural mistake:
+ * the error says where it goes instead of listing what is allowed.
+ */
+export function adapterOptions<S extends Spec>(
+  owner: string,
+  spec: S,
+  options: unknown,
+): Parsed<S> {
+  if (options !== null && typeof options === "object" && !Array.isArray(options))
+    for (const key of Object.keys(options))
+      if (!Object.hasOwn(spec, key) && POLICY_OPTIONS.includes(key)) {
+        const value = (options as Record<string, unknown>)[key];
+        if (value !== undefined)
+          throw new ConfigError(
+            owner,
+            key,
+            value,
+            `given to the policy (${owner}(client, { policy: { ${key}: ... } })): it is a policy option`,
+          );
+      }
+  return parseOptions(owner, spec, options);
+}
+
 /** The run for one call: the call's own, else the adapter's. */
 export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
   const run =
@@ -68,12 +93,15 @@ export function overlay<T extends object>(
 }
 
 /** `withBreakwater(x)` where x is not the SDK's client: a clear error naming what was
- * expected, not a TypeError from deep inside. */
-export function checkClient(client: unknown, owner: string, expected: string, probe: string): void {
-  if (
-    client === null ||
-    typeof client !== "object" ||
-    typeof (client as Record<string, unknown>)[probe] !== "function"
-  )
+ * expected, not a TypeError from deep inside. `is` tells the SDK's client from the others
+ * (an openai client handed to the anthropic adapter fails here, not at the first call). */
+export function checkClient(
+  client: unknown,
+  owner: string,
+  expected: string,
+  is: (c: Record<string, any>) => boolean,
+): void {
+  const c = client as Record<string, any> | null;
+  if (c === null || typeof c !== "object" || typeof c.withOptions !== "function" || !is(c))
     throw new ConfigError(owner, "client", client, expected);
 }

@@ -38,6 +38,15 @@ export interface SharedState {
  * Nothing it does throws into a call's path.
  */
 export function sharedState(options: FleetOptions): SharedState {
+  // A node-redis client not connected yet would queue or refuse every sync: say so now.
+  const client = options?.client as { isOpen?: unknown } | undefined;
+  if (client?.isOpen === false)
+    throw new ConfigError(
+      "sharedState",
+      "client",
+      "a client that is not connected",
+      "a connected client (await client.connect() first)",
+    );
   const fleet = new Fleet(options);
   return {
     fleet,

@@ -1,4 +1,4 @@
-import { DatabaseSync } from "node:sqlite";
+import type { DatabaseSync } from "node:sqlite";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
 
@@ -35,6 +35,16 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS breakwater_claims (
     run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);`;
 
+/** node:sqlite, loaded when the first journal is made: a clear error where the Node in use
+ * has none (before 22.13 it needs a flag; Node 20 has none at all). */
+function sqlite(): typeof import("node:sqlite") {
+  const found = process.getBuiltinModule?.("node:sqlite") as typeof import("node:sqlite") | undefined;
+  if (found !== undefined) return found;
+  throw new Error(
+    `breakwater/sqlite needs node:sqlite, built into Node >= 22.13 (24 recommended); this is Node ${process.versions.node}. Upgrade Node, or use MemoryJournal or breakwater/postgres`,
+  );
+}
+
 /** Sleeps this thread (only while a database is being opened and another process holds
  * it: there is nothing to do meanwhile). */
 const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
@@ -49,7 +59,7 @@ function openShared(path: string, busyMs: number): DatabaseSync {
   for (let wait = 5; ; wait = Math.min(2 * wait, 100)) {
     let db: DatabaseSync | undefined;
     try {
-      db = new DatabaseSync(path);
+      db = new (sqlite().DatabaseSync)(path);
       db.exec(`PRAGMA busy_timeout = ${busyMs}`); // before anything that takes a lock
       db.exec("PRAGMA journal_mode = WAL");
       db.exec("PRAGMA synchronous = NORMAL"); // durable across a crash of the process
@@ -91,6 +101,7 @@ export class SqliteJournal implements Journal {
     if (typeof path !== "string" || path === "") v.fail("path", path, 'a file path or ":memory:"');
     const busy = parseOptions(v, SPEC, options).busyTimeoutMs;
     this.#path = path;
+    sqlite(); // no node:sqlite here: say so plainly, not as a journal that failed to open
     this.#db = this.#run("open the journal", () => openShared(path, busy));
   }
 

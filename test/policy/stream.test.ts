@@ -409,3 +409,31 @@ describe("the ledger", () => {
     expect(reasonOf(err)).toBe("not-retryable");
   });
 });
+
+describe("a stream that succeeds on its first attempt reports what it used", () => {
+  it("the outcome's usage and the ledger's, with nobody watching (no run, no hooks)", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, usage: undefined });
+    const { open } = provider(clock, [
+      [t("Hel"), t("lo"), { chunk: { text: "", usage: { in: 1200, out: 40 } }, afterMs: 5 }],
+    ]);
+    const s = p.stream(open, { usage });
+    const { error } = await collect(clock, s);
+    expect(error).toBeUndefined();
+    const outcome = await s.done;
+    expect(outcome.usage).toEqual({ inputTokens: 1200, outputTokens: 40 });
+    expect(s.ledger.usage).toEqual({ inputTokens: 1200, outputTokens: 40 });
+    expect(s.ledger.attempts.map((a) => a.outcome)).toEqual(["ok"]);
+  });
+
+  it("and counts it on its run", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock });
+    const run = new Run({ clock });
+    const { open } = provider(clock, [
+      [t("Hi"), { chunk: { text: "", usage: { in: 10, out: 2 } } }],
+    ]);
+    await collect(clock, p.stream(open, { usage, run }));
+    expect(run.usage).toEqual({ inputTokens: 10, outputTokens: 2 });
+  });
+});

@@ -8,6 +8,7 @@ import { Agent, getGlobalDispatcher, setGlobalDispatcher, fetch as undiciFetch }
 import { describe, expect, it } from "vitest";
 import { classify } from "../../src/core/classify.ts";
 import { type BreakwaterError, partialOf, reasonOf } from "../../src/core/errors.ts";
+import { guardedStream } from "../../src/policy/stream.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
 import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
@@ -308,5 +309,33 @@ describe("continuation (opt-in): a broken answer goes on from where it broke", (
     const { error } = await drain(await an.messages.create({ ...claude, stream: true }));
     expect(reasonOf(error)).toBe("stream-interrupted");
     expect(fs.requests()).toBe(1);
+  });
+});
+
+describe("guardedStream(sdkStream): the stream behind an adapter's, and what it used", () => {
+  it("openai and anthropic: a first-try success reports its usage on the ledger and the outcome", async () => {
+    fs.script({});
+    const oa = openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }));
+    const an = anthropic(new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-test" }));
+    const streams: AsyncIterable<unknown>[] = [
+      await oa.chat.completions.create({ model: "gpt-test", messages, stream: true }),
+      await an.messages.create({ ...claude, stream: true }),
+    ];
+    for (const stream of streams) {
+      const guarded = guardedStream(stream);
+      const { error } = await drain(stream);
+      expect(error).toBeUndefined();
+      const { usage } = await guarded.done;
+      expect(usage.inputTokens).toBeGreaterThan(0);
+      expect(usage.outputTokens).toBeGreaterThan(0);
+      expect(guarded.ledger.usage).toEqual(usage);
+      expect(guarded.ledger.attempts).toHaveLength(1);
+    }
+  });
+
+  it("anything else is refused with a ConfigError that names it", () => {
+    expect(() => guardedStream({ controller: new AbortController() })).toThrow(
+      /guardedStream: option "stream" must be a stream returned by breakwater/,
+    );
   });
 });

@@ -215,3 +215,37 @@ describe("when Redis fails", () => {
     expect(() => a!.budget("x", { maxTokens: 0 })).toThrow(/maxTokens/);
   });
 });
+
+describe("a fleet whose Redis is not there", () => {
+  it("a client not connected is refused at once, saying what to do", () => {
+    const client = createClient({ url: redis.url });
+    expect(() => sharedState({ client })).toThrow(
+      /sharedState: option "client" must be a connected client \(await client.connect\(\) first\)/,
+    );
+  });
+
+  it("the README's client gives up connecting to an unreachable Redis in seconds, with a clear error", async () => {
+    const { freePort } = await import("../fixtures/ports.ts");
+    const url = `redis://127.0.0.1:${await freePort()}`; // nothing listens there
+    const started = Date.now();
+    // As the README writes it: retries while it has been up, gives up if it never was.
+    let up = false;
+    const client = createClient({
+      url,
+      disableOfflineQueue: true,
+      socket: {
+        connectTimeout: 2_000,
+        reconnectStrategy: (retries: number): number | Error =>
+          up || retries < 3
+            ? Math.min(200 * 2 ** retries, 2_000)
+            : new Error(`Redis at ${url} is unreachable`),
+      },
+    });
+    client.on("ready", () => {
+      up = true;
+    });
+    client.on("error", () => {});
+    await expect(client.connect()).rejects.toThrow(/unreachable|ECONNREFUSED/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});

@@ -82,7 +82,7 @@ describe.each([
       refused = await b.step("steal", () => 1).catch((e: unknown) => e);
       return 1;
     });
-    expect(String(refused)).toMatch(/held by another worker/);
+    expect(String(refused)).toMatch(/held by worker "a" until /);
   });
 
   it("a run's lease keeps a second owner off it until released or expired", async () => {
@@ -90,7 +90,7 @@ describe.each([
     const a = new Run({ id: "leased", journal, owner: "a" });
     const b = new Run({ id: "leased", journal, owner: "b", leaseMs: 50 });
     await a.step("one", () => 1);
-    await expect(b.step("one", () => 1)).rejects.toThrow(/run "leased" is held by another worker/);
+    await expect(b.step("one", () => 1)).rejects.toThrow(/run "leased" is held by worker "a" until /);
     await a.release();
     expect(await b.step("two", () => 2)).toBe(2);
     // b's lease (50 ms) runs out: a may take the run back.
@@ -143,5 +143,19 @@ describe("journals", () => {
     await run.step("x", () => ++n);
     await run.step("x", () => ++n);
     expect(n).toBe(2);
+  });
+});
+
+describe("SqliteJournal where Node has no node:sqlite", () => {
+  it("says what it needs and what to do, not the loader's error", () => {
+    const real = process.getBuiltinModule;
+    (process as { getBuiltinModule?: unknown }).getBuiltinModule = () => undefined;
+    try {
+      expect(() => new SqliteJournal(":memory:")).toThrow(
+        /breakwater\/sqlite needs node:sqlite, built into Node >= 22\.13.*this is Node .*Upgrade Node, or use MemoryJournal/,
+      );
+    } finally {
+      process.getBuiltinModule = real;
+    }
   });
 });

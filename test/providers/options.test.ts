@@ -1,0 +1,89 @@
+import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import { ChatOpenAI } from "@langchain/openai";
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/core/validate.ts";
+import { otel, traceRun } from "../../src/otel/otel.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
+import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
+import { callOptions, guardedFetch } from "../../src/providers/fetch.ts";
+import { withBreakwater as google } from "../../src/providers/google.ts";
+import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
+import { withBreakwater as openai } from "../../src/providers/openai.ts";
+import { Run } from "../../src/run/run.ts";
+
+const oa = () => new OpenAI({ apiKey: "sk-test" });
+const an = () => new Anthropic({ apiKey: "sk-ant-test" });
+
+/** What a call threw (synchronously). */
+const thrown = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+};
+
+describe("every adapter's options are checked when it is made", () => {
+  // After the Migrating table, the most natural mistake: an SDK's maxRetries as maxAttempts.
+  it.each([
+    ["openai.withBreakwater", () => openai(oa(), { maxAttempts: 2 } as never)],
+    ["anthropic.withBreakwater", () => anthropic(an(), { maxAttempts: 2 } as never)],
+    [
+      "google.withBreakwater",
+      () => google(new GoogleGenAI({ apiKey: "k" }), { maxAttempts: 2 } as never),
+    ],
+    ["guardedFetch", () => guardedFetch({ maxAttempts: 2 } as never)],
+    ["breakwaterMiddleware", () => breakwaterMiddleware({ maxAttempts: 2 } as never)],
+    [
+      "langchain.withBreakwater",
+      () => langchain(new ChatOpenAI({ apiKey: "k" }), { maxAttempts: 2 } as never),
+    ],
+  ])("%s: a policy option given to the adapter says where it goes", (owner, make) => {
+    const e = thrown(make);
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as Error).message).toContain(
+      `${owner}: option "maxAttempts" must be given to the policy`,
+    );
+    expect((e as Error).message).toContain("policy: { maxAttempts: ... }");
+  });
+
+  it.each([
+    ["openai.withBreakwater", () => openai(oa(), { contination: true } as never)],
+    ["anthropic.withBreakwater", () => anthropic(an(), { timeoutMs: 5 } as never)],
+    ["callOptions", () => callOptions({ runn: new Run() } as never)],
+    ["otel", () => otel({ tracr: {} } as never)],
+  ])("%s: an unknown option is refused, naming it and what is allowed", (owner, make) => {
+    const e = thrown(make);
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as Error).message).toMatch(
+      new RegExp(`^${owner}: option "\\w+" must be a known option`),
+    );
+  });
+
+  it("traceRun: an unknown option is refused", async () => {
+    await expect(traceRun(new Run(), async () => 1, { tracr: {} } as never)).rejects.toThrow(
+      /^traceRun: option "tracr" must be a known option/,
+    );
+  });
+
+  it("a bad value is refused, naming the option, the value and the rule", () => {
+    expect(() => openai(oa(), { includeUsage: "yes" } as never)).toThrow(
+      /openai.withBreakwater: option "includeUsage" must be true or false; got "yes"/,
+    );
+    expect(() => callOptions({ priority: Number.NaN })).toThrow(
+      /"priority" must be a finite number/,
+    );
+  });
+
+  it("each SDK's adapter refuses another SDK's client", () => {
+    expect(() => anthropic(oa() as never)).toThrow(
+      /anthropic.withBreakwater: option "client" must be an Anthropic client/,
+    );
+    expect(() => openai(an() as never)).toThrow(
+      /openai.withBreakwater: option "client" must be an openai client/,
+    );
+  });
+});
