@@ -1,5 +1,5 @@
 import type { StackResult } from "./metrics.ts";
-import { columns } from "./report-text.ts";
+import { capacityText, columns } from "./report-text.ts";
 import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const COLORS = [
@@ -35,7 +35,35 @@ function niceMax(x: number): number {
   return 10 * p;
 }
 
-/** A line chart as inline SVG: one line per stack, the trigger shaded. */
+/** Dash patterns, so lines of close colours stay apart in grey print and for colour-blind eyes. */
+const DASHES = ["", "7 3", "2 3", "9 3 2 3", "", "4 2", "1 2", "12 4"];
+
+const style = (i: number) =>
+  `stroke="${COLORS[i % COLORS.length]}" stroke-dasharray="${DASHES[i % DASHES.length]}"`;
+
+/** A line that stands for one or more stacks: those whose lines lie within `tol` of it. */
+interface Line {
+  readonly values: number[];
+  /** Indices of the stacks it stands for, the first one's style. */
+  readonly stacks: number[];
+}
+
+/** Lines that would be drawn on top of each other are drawn once and named together. */
+function mergeLines(series: number[][], tol: number): Line[] {
+  const lines: Line[] = [];
+  series.forEach((values, i) => {
+    const near = lines.find((l) => l.values.every((v, j) => Math.abs(v - values[j]!) <= tol));
+    if (near) near.stacks.push(i);
+    else lines.push({ values, stacks: [i] });
+  });
+  return lines;
+}
+
+const sample = (i: number) =>
+  `<svg class="sample" width="28" height="10" aria-hidden="true"><line x1="1" x2="27" y1="5" y2="5" stroke-width="2.4" ${style(i)}/></svg>`;
+
+/** A line chart as inline SVG, the trigger shaded; lines closer than 2% of the scale are
+ * one line, and the caption says which stacks it stands for. */
 function chart(
   title: string,
   results: StackResult[],
@@ -45,12 +73,13 @@ function chart(
   const W = 560;
   const H = 240;
   const L = 48;
-  const R = 12;
+  const R = 22;
   const T = 28;
   const B = 32;
-  const lines = results.map((r) => smooth(pick(r)));
+  const series = results.map((r) => smooth(pick(r)));
   const n = s.durationS;
-  const yMax = niceMax(Math.max(1, ...lines.flat()));
+  const yMax = niceMax(Math.max(1, ...series.flat()));
+  const lines = mergeLines(series, yMax * 0.02);
   const x = (i: number) => L + (i / Math.max(1, n - 1)) * (W - L - R);
   const y = (v: number) => T + (1 - v / yMax) * (H - T - B);
   const parts: string[] = [];
@@ -72,55 +101,93 @@ function chart(
       `<text class="tick" x="${x(sec).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${sec} s</text>`,
     );
   }
-  lines.forEach((vals, i) => {
-    const pts = vals.map((v, j) => `${x(j).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+  for (const line of lines) {
+    const names = line.stacks.map((i) => results[i]!.stack);
+    const pts = line.values.map((v, j) => `${x(j).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
     parts.push(
-      `<polyline class="series" data-stack="${esc(results[i]!.stack)}" data-points="${vals.length}" fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="1.6" points="${pts}"/>`,
+      `<polyline class="series" data-stacks="${esc(names.join(","))}" data-points="${line.values.length}" fill="none" ${style(line.stacks[0]!)} stroke-width="1.8" points="${pts}"><title>${esc(names.join(" = "))}</title></polyline>`,
     );
-  });
+  }
   parts.push(`<text class="title" x="${L}" y="18">${esc(title)}</text>`);
-  return `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">${parts.join("")}</svg>`;
+  const shared = lines.filter((l) => l.stacks.length > 1);
+  const caption = shared.length
+    ? `One line for ${shared.map((l) => l.stacks.map((i) => results[i]!.stack).join(" = ")).join("; ")} (within 2% of the scale: drawn in the first one's style).`
+    : "Every stack's line is apart.";
+  return `<figure><svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">${parts.join("")}</svg><figcaption>${esc(caption)}</figcaption></figure>`;
+}
+
+function legend(results: StackResult[]): string {
+  const items = results.map((r, i) => `<li>${sample(i)}${esc(r.stack)}</li>`).join("");
+  return `<ul class="legend" aria-label="legend">${items}</ul>`;
 }
 
 function table(s: ScenarioReport): string {
   const cols = columns(s.scenario.tool !== undefined);
-  const head = cols.map((c) => `<th>${esc(c.title)}</th>`).join("");
+  const head = cols.map((c) => `<th title="${esc(c.help)}">${esc(c.title)}</th>`).join("");
   const rows = s.results
-    .map(
-      (r, i) =>
-        `<tr><td><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>${cols.map((c) => esc(c.value(r))).join("</td><td>")}</td></tr>`,
-    )
+    .map((r, i) => {
+      const cells = cols.map((c) => esc(c.value(r)));
+      return `<tr><td>${sample(i)}${cells.join("</td><td>")}</td></tr>`;
+    })
     .join("");
   return `<table><thead><tr>${head}</tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-/** One self-contained page: no script, no network, charts as inline SVG. */
-export function htmlReport(report: StormReport): string {
-  const sections = report.scenarios
-    .map((s) => {
-      const t = s.scenario.trigger;
-      return `<section id="${esc(s.scenario.name)}">
+function section(s: ScenarioReport): string {
+  const t = s.scenario.trigger;
+  const tool = s.scenario.tool
+    ? chart(
+        "tool dependency requests per second",
+        s.results,
+        (r) => r.series.toolRequests,
+        s.scenario,
+      )
+    : "";
+  return `<section id="${esc(s.scenario.name)}">
 <h2>${esc(s.scenario.name)}: ${esc(s.scenario.title)}</h2>
-<p class="source">${esc(s.scenario.source)}. Trigger (shaded): ${t.startS}–${t.endS} s of ${s.scenario.durationS} s; the provider could answer ${s.capacityGoodput.toFixed(1)} calls/s during it.</p>
-<div class="charts">${chart("provider requests per second", s.results, (r) => r.series.requests, s.scenario)}${chart("goodput: answers per second users received", s.results, (r) => r.series.goodput, s.scenario)}${s.scenario.tool ? chart("tool dependency requests per second", s.results, (r) => r.series.toolRequests, s.scenario) : ""}</div>
+<p class="source">${esc(s.scenario.source)}. Trigger (shaded): ${t.startS}–${t.endS} s of ${s.scenario.durationS} s; ${esc(capacityText(s))}.</p>
+${legend(s.results)}
+<div class="charts">${chart("provider requests per second", s.results, (r) => r.series.requests, s.scenario)}${chart("goodput: answers per second users received", s.results, (r) => r.series.goodput, s.scenario)}${tool}</div>
 ${table(s)}
 </section>`;
-    })
-    .join("\n");
+}
+
+/** What each column counts, once, before the scenarios. */
+function key(report: StormReport): string {
+  const withTool = report.scenarios.some((s) => s.scenario.tool !== undefined);
+  const items = columns(withTool)
+    .map((c) => `<dt>${esc(c.title)}</dt><dd>${esc(c.help)}</dd>`)
+    .join("");
+  return `<details class="key" open><summary>How to read the tables</summary><dl>${items}</dl></details>`;
+}
+
+/** One self-contained page: no script, no network, charts as inline SVG. */
+export function htmlReport(report: StormReport): string {
+  const toc = report.scenarios
+    .map((s) => `<a href="#${esc(s.scenario.name)}">${esc(s.scenario.name)}</a>`)
+    .join(" · ");
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>breakwater storm report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}.source,.lede{color:#555;margin:0 0 10px}
-.charts{display:flex;flex-wrap:wrap;gap:12px}.chart{background:#fff;border:1px solid #ddd;border-radius:6px}
+.charts{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0;width:560px}figcaption{font-size:11.5px;color:#666;margin-top:2px}
+.chart{background:#fff;border:1px solid #ddd;border-radius:6px;max-width:100%;height:auto}
 .trigger{fill:#f2c94c;opacity:.25}.grid{stroke:#eee}.tick{font-size:10px;fill:#777}.title{font-size:12px;font-weight:600;fill:#333}
-table{border-collapse:collapse;margin-top:10px;font-size:12.5px}th,td{border-bottom:1px solid #e5e5e5;padding:4px 8px;text-align:right;white-space:nowrap}
-th:first-child,td:first-child{text-align:left}th{background:#fafafa}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}
+.legend{list-style:none;padding:0;margin:6px 0 10px;display:flex;flex-wrap:wrap;gap:4px 18px}.legend li{display:flex;align-items:center;gap:6px}
+.sample{flex:none;vertical-align:middle;margin-right:6px}.legend .sample{margin:0}
+table{border-collapse:collapse;margin-top:10px;font-size:12px;width:100%;table-layout:auto}
+th,td{border-bottom:1px solid #e5e5e5;padding:4px 5px;text-align:right}td{white-space:nowrap}
+th{background:#fafafa;font-weight:600;vertical-align:bottom;cursor:help}th:first-child,td:first-child{text-align:left}
+.key dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0 0;font-size:13px}.key dt{font-weight:600}.key dd{margin:0;color:#444}
+.key summary{cursor:pointer;font-weight:600}nav{margin:6px 0 14px}
 </style></head><body>
 <h1>breakwater storm</h1>
-<p class="lede">The same users and the same provider trouble, replayed against each retry stack in virtual time (seed ${report.seed}). Lines are 5-second averages.</p>
-${sections}
+<p class="lede">The same users and the same provider trouble, replayed against each retry stack in virtual time (seed ${report.seed}). Only the provider and the users are simulated: breakwater runs its real policy code, each peer its own retry loop. Lines are 5-second averages; the shaded band is the trigger. Hover a column's title for what it counts.</p>
+<nav>${toc}</nav>
+${key(report)}
+${report.scenarios.map(section).join("\n")}
 </body></html>
 `;
 }

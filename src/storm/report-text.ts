@@ -1,5 +1,5 @@
 import type { StackResult } from "./metrics.ts";
-import type { StormReport } from "./storm.ts";
+import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const money = (x: number) => `$${x.toFixed(2)}`;
@@ -7,25 +7,79 @@ const recovery = (r: StackResult) => (r.recoveryS === null ? "never" : `${r.reco
 
 export interface Column {
   title: string;
+  /** What the column counts, in a sentence (the HTML report's key, the README's). */
+  help: string;
   value: (r: StackResult) => string;
 }
 
 /** The columns of the comparison, shared by the terminal table, the README and the HTML. */
 export function columns(hasTool: boolean): Column[] {
   const cols: Column[] = [
-    { title: "stack", value: (r) => r.stack },
-    { title: "calls", value: (r) => String(r.logicalCalls) },
-    { title: "requests", value: (r) => String(r.providerRequests) },
-    { title: "req/call", value: (r) => r.amplification.toFixed(2) },
-    { title: "req/call in trigger", value: (r) => r.amplificationDuringTrigger.toFixed(2) },
-    { title: "success", value: (r) => pct(r.successRate) },
-    { title: "goodput in trigger", value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s` },
-    { title: "wait p50", value: (r) => `${r.userWaitS.p50} s` },
-    { title: "wait p99", value: (r) => `${r.userWaitS.p99} s` },
-    { title: "wasted", value: (r) => money(r.cost.wasted) },
-    { title: "load after", value: (r) => `${r.loadAfterTrigger.toFixed(2)}x` },
-    { title: "refused after", value: (r) => pct(r.refusedAfterTrigger) },
-    { title: "recovery", value: recovery },
+    {
+      title: "stack",
+      help: "the retry stack: a peer's own retry loop, or breakwater (its defaults; a + names what a row adds)",
+      value: (r) => r.stack,
+    },
+    {
+      title: "calls",
+      help: "logical calls the users started (a call and all its retries count once)",
+      value: (r) => String(r.logicalCalls),
+    },
+    {
+      title: "requests",
+      help: "requests the provider received, retries included",
+      value: (r) => String(r.providerRequests),
+    },
+    {
+      title: "req/call",
+      help: "provider requests per logical call, over the whole run",
+      value: (r) => r.amplification.toFixed(2),
+    },
+    {
+      title: "req/call in trigger",
+      help: "provider requests per logical call, for calls started during the trigger",
+      value: (r) => r.amplificationDuringTrigger.toFixed(2),
+    },
+    {
+      title: "success",
+      help: "the share of logical calls answered while the user still waited",
+      value: (r) => pct(r.successRate),
+    },
+    {
+      title: "goodput in trigger",
+      help: "answers per second users received during the trigger",
+      value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s`,
+    },
+    {
+      title: "wait p50",
+      help: "how long users waited for a turn, median",
+      value: (r) => `${r.userWaitS.p50} s`,
+    },
+    {
+      title: "wait p99",
+      help: "how long users waited for a turn, 99th percentile (a user gives up at their patience)",
+      value: (r) => `${r.userWaitS.p99} s`,
+    },
+    {
+      title: "wasted",
+      help: "the price of tokens billed for answers nobody used (the user had left, or the attempt was abandoned)",
+      value: (r) => money(r.cost.wasted),
+    },
+    {
+      title: "load after",
+      help: "requests per second in the minute after the trigger, over the rate before it",
+      value: (r) => `${r.loadAfterTrigger.toFixed(2)}x`,
+    },
+    {
+      title: "refused after",
+      help: "the share of requests the provider refused (429, 503, 529, queue full) in the minute after the trigger",
+      value: (r) => pct(r.refusedAfterTrigger),
+    },
+    {
+      title: "recovery",
+      help: "time after the trigger until goodput is back to what the same users got in a calm run",
+      value: recovery,
+    },
   ];
   if (hasTool) {
     cols.splice(
@@ -33,19 +87,47 @@ export function columns(hasTool: boolean): Column[] {
       0,
       {
         title: "tool req/call in trigger",
+        help: "tool dependency requests per tool call, for calls started during the trigger",
         value: (r) => (r.tool?.amplificationDuringTrigger ?? 0).toFixed(2),
       },
-      { title: "tool success", value: (r) => pct(r.tool?.successRate ?? 0) },
-      { title: "double charges", value: (r) => String(r.duplicateSideEffects) },
+      {
+        title: "tool success",
+        help: "the share of tool calls that succeeded",
+        value: (r) => pct(r.tool?.successRate ?? 0),
+      },
+      {
+        title: "double charges",
+        help: "orders charged more than once (a retried side effect without an idempotency key)",
+        value: (r) => String(r.duplicateSideEffects),
+      },
     );
   }
   return cols;
 }
 
+/** What the provider could answer during the trigger, in words that hold for the scenario:
+ * a latency trigger's number is a steady state that calls begun before it outrun, and one
+ * past the app's timeout has no steady state at all. */
+export function capacityText({ scenario, capacityGoodput }: ScenarioReport): string {
+  const t = scenario.trigger;
+  const rate = `${capacityGoodput.toFixed(1)} calls/s`;
+  if (capacityGoodput === 0 && scenario.attemptTimeoutS !== undefined)
+    return `at ${t.latencyFactor ?? 1}× latency a typical call outlasts the app's ${scenario.attemptTimeoutS} s timeout, so during the trigger only the shortest calls can be answered`;
+  if ((t.latencyFactor ?? 1) > 1)
+    return `at ${t.latencyFactor}× latency the provider's slots answer about ${rate} once the calls begun before the trigger are done (those finish sooner, so goodput early in the trigger can pass it)`;
+  return `the provider could answer ${rate} during the trigger`;
+}
+
+/** One line per column: what it counts. */
+export function columnKey(hasTool: boolean): string[] {
+  return columns(hasTool).map((c) => `${c.title}: ${c.help}`);
+}
+
 /** A fixed-width table for the terminal. */
 export function textTable(report: StormReport): string {
   const out: string[] = [];
-  for (const { scenario, capacityGoodput, results } of report.scenarios) {
+  for (const s of report.scenarios) {
+    const { scenario, results } = s;
     const cols = columns(scenario.tool !== undefined);
     const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
     const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -56,7 +138,7 @@ export function textTable(report: StormReport): string {
     const t = scenario.trigger;
     out.push(`${scenario.name}: ${scenario.title}`);
     out.push(
-      `  (${scenario.source}; trigger ${t.startS}–${t.endS} s of ${scenario.durationS} s, seed ${report.seed}; the provider could answer ${capacityGoodput.toFixed(1)} calls/s during it)`,
+      `  (${scenario.source}; trigger ${t.startS}–${t.endS} s of ${scenario.durationS} s, seed ${report.seed}; ${capacityText(s)})`,
     );
     out.push(`  ${line(rows[0]!)}`);
     out.push(`  ${widths.map((w) => "-".repeat(w)).join("  ")}`);
@@ -69,10 +151,11 @@ export function textTable(report: StormReport): string {
 /** The same tables in Markdown, for the README. */
 export function markdownTables(report: StormReport): string {
   const out: string[] = [];
-  for (const { scenario, capacityGoodput, results } of report.scenarios) {
+  for (const s of report.scenarios) {
+    const { scenario, results } = s;
     const cols = columns(scenario.tool !== undefined);
     out.push(
-      `**${scenario.name}**: ${scenario.title} (${scenario.source}; the provider could answer ${capacityGoodput.toFixed(1)} calls/s during the trigger)`,
+      `**${scenario.name}**: ${scenario.title} (${scenario.source}; ${capacityText(s)})`,
       "",
     );
     out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
@@ -80,5 +163,7 @@ export function markdownTables(report: StormReport): string {
     for (const r of results) out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
     out.push("");
   }
+  const withTool = report.scenarios.some((s) => s.scenario.tool !== undefined);
+  out.push("Columns:", "", ...columnKey(withTool).map((line) => `- ${line}`), "");
   return out.join("\n");
 }

@@ -12,7 +12,7 @@ import { runStorm } from "../../src/storm/storm.ts";
 const CHROMIUM = "/usr/bin/chromium";
 
 describe("the HTML report in real headless Chromium", () => {
-  it("loads offline, renders every chart with data, logs no error; keeps a screenshot", async () => {
+  it("loads offline at 1280 px: a legend, every line drawn or named, every column explained, no table overflowing, no error; keeps a screenshot", async () => {
     // .ci/run installs Debian's chromium; without it this test cannot run and must say so.
     expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium`).toBe(true);
     const report = await runStorm({ scenarios: ["blip", "tool-deploy"] });
@@ -33,7 +33,7 @@ describe("the HTML report in real headless Chromium", () => {
       ],
     });
     try {
-      const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
       const problems: string[] = [];
       const requests: string[] = [];
       page.on("console", (m) => {
@@ -48,23 +48,52 @@ describe("the HTML report in real headless Chromium", () => {
         svgs.map((svg) => {
           const box = svg.getBoundingClientRect();
           const lines = [...svg.querySelectorAll("polyline.series")].map((p) => ({
+            stacks: (p.getAttribute("data-stacks") ?? "").split(","),
             points: (p as SVGPolylineElement).points.length,
             width: (p as SVGPolylineElement).getBBox().width,
             height: (p as SVGPolylineElement).getBBox().height,
           }));
-          return { w: box.width, h: box.height, lines };
+          const caption = svg.parentElement?.querySelector("figcaption")?.textContent ?? "";
+          return { w: box.width, h: box.height, lines, caption };
         }),
       );
       expect(charts).toHaveLength(2 + 3); // two charts each, and the tool dependency's
+      const names = STACKS.map((s) => s.name);
       for (const c of charts) {
         expect(c.w).toBeGreaterThan(300);
-        expect(c.lines).toHaveLength(STACKS.length); // one line per stack
+        // Every stack is drawn: by its own line, or named on the line it lies under.
+        expect(c.lines.flatMap((l) => l.stacks).sort()).toEqual([...names].sort());
         for (const l of c.lines) {
           expect(l.points).toBeGreaterThanOrEqual(180);
           expect(l.width).toBeGreaterThan(300);
           expect(l.height).toBeGreaterThan(5); // a line with data, not flat at zero
+          // A line that stands for several stacks says so under the chart.
+          if (l.stacks.length > 1) expect(c.caption).toContain(l.stacks.join(" = "));
         }
+        if (c.lines.length === names.length) expect(c.caption).toBe("Every stack's line is apart.");
       }
+      // A legend per scenario, naming every stack with its line's style.
+      const legends = await page.$$eval("ul.legend", (uls) =>
+        uls.map((ul) => [...ul.querySelectorAll("li")].map((li) => li.textContent ?? "")),
+      );
+      expect(legends).toEqual([names, names]);
+      // Every column explained: in the key, and on its title.
+      const key = await page.$$eval(".key dt", (dts) => dts.map((d) => d.textContent ?? ""));
+      const heads = await page.$$eval("table thead th", (ths) =>
+        ths.map((th) => ({ text: th.textContent ?? "", help: th.getAttribute("title") ?? "" })),
+      );
+      for (const h of heads) {
+        expect(key).toContain(h.text);
+        expect(h.help.length, h.text).toBeGreaterThan(20);
+      }
+      // No table wider than the page at 1280 px (the tool scenario's has 16 columns).
+      const widths = await page.$$eval("table", (ts) =>
+        ts.map((t) => ({ table: t.scrollWidth, room: t.parentElement!.clientWidth })),
+      );
+      for (const w of widths) expect(w.table).toBeLessThanOrEqual(w.room);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(
+        1280,
+      );
       const rows = await page.$$eval("table tbody tr", (trs) =>
         trs.map((tr) => tr.textContent ?? ""),
       );
