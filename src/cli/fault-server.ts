@@ -1,11 +1,14 @@
 import { type FaultScript, startFaultServer } from "../testing/index.ts";
 import { integer, parse, readNamed, UsageError } from "./args.ts";
 
-export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json]
+export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json | --fail-first N]
 
 A fault-injecting LLM provider on loopback: OpenAI chat completions, Anthropic messages,
 Gemini generateContent (JSON and SSE) and a tool endpoint with an idempotency ledger.
-GET /__stats for what it received; POST /__script to change the faults at run time.`;
+GET /__stats for what it received; POST /__script to change the faults at run time.
+
+  --script file.json  the faults to inject (rules, capacity, rate limits; see the README)
+  --fail-first N      the first N requests of each route answer 503 (to watch a retry)`;
 
 /** Runs the fault server until SIGINT/SIGTERM. */
 export async function faultServerCommand(
@@ -16,6 +19,7 @@ export async function faultServerCommand(
     port: { type: "string" },
     host: { type: "string" },
     script: { type: "string" },
+    "fail-first": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help) {
@@ -28,7 +32,15 @@ export async function faultServerCommand(
     throw new UsageError(
       `--host must be 127.0.0.1, ::1 or localhost (loopback only); got ${JSON.stringify(host)}`,
     );
-  const script = values.script === undefined ? undefined : await readScript(values.script);
+  if (values.script !== undefined && values["fail-first"] !== undefined)
+    throw new UsageError("--script and --fail-first: give one (a script can hold the same rule)");
+  const failFirst = integer("fail-first", values["fail-first"], 0, 0, 1_000_000);
+  const script =
+    values.script !== undefined
+      ? await readScript(values.script)
+      : failFirst > 0
+        ? { rules: [{ requests: [1, failFirst] as [number, number], status: 503 }] }
+        : undefined;
   const server = await startFaultServer({
     port,
     ...(script !== undefined && { script }),
@@ -40,6 +52,7 @@ export async function faultServerCommand(
   out(`fault server listening on ${server.url}`);
   out(`  OpenAI:    ${server.url}/v1   Anthropic: ${server.url}   Gemini: ${server.url}`);
   out(`  stats:     GET ${server.url}/__stats   script: POST ${server.url}/__script`);
+  if (failFirst > 0) out(`  faults:    the first ${failFirst} requests of each route answer 503`);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

@@ -9,32 +9,60 @@ const run = promisify(execFile);
 const cli = (...args: string[]) => run(process.execPath, ["src/cli/main.ts", ...args]);
 
 describe("the breakwater command", () => {
-  it("fault-server: listens on loopback, serves its stats, stops on SIGTERM", async () => {
-    const child = spawn(process.execPath, ["src/cli/main.ts", "fault-server", "--port", "0"], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+  /** Starts `breakwater fault-server` with `args`; `use` gets its URL; stopped with SIGTERM. */
+  async function withFaultServer(
+    args: string[],
+    use: (url: string, out: () => string) => Promise<void>,
+  ) {
+    const child = spawn(
+      process.execPath,
+      ["src/cli/main.ts", "fault-server", "--port", "0", ...args],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let out = "";
     try {
       const url = await new Promise<string>((resolve, reject) => {
-        let out = "";
         child.stdout.on("data", (d) => {
           out += d;
-          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)[\s\S]*stats:/.exec(out);
           if (m) resolve(m[1]!);
         });
         child.once("exit", (code) => reject(new Error(`exited early with ${code}`)));
       });
-      const res = await fetch(`${url}/v1/chat/completions`, {
-        method: "POST",
-        body: JSON.stringify({ model: "m", messages: [] }),
-      });
-      expect(res.status).toBe(200);
-      const stats = await (await fetch(`${url}/__stats`)).json();
-      expect(stats.requests).toBe(1);
+      await use(url, () => out);
     } finally {
       const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
       child.kill("SIGTERM");
       expect(await exited).toBe(0);
     }
+  }
+  const chat = (url: string) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "m", messages: [] }),
+    }).then((r) => r.status);
+
+  it("fault-server: listens on loopback, serves its stats, stops on SIGTERM", async () => {
+    await withFaultServer([], async (url) => {
+      expect(await chat(url)).toBe(200);
+      const stats = await (await fetch(`${url}/__stats`)).json();
+      expect(stats.requests).toBe(1);
+    });
+  });
+
+  it("fault-server --fail-first 2: the first two requests answer 503, then it is healthy", async () => {
+    await withFaultServer(["--fail-first", "2"], async (url, out) => {
+      expect(out()).toMatch(/the first 2 requests of each route answer 503/);
+      expect([await chat(url), await chat(url), await chat(url)]).toEqual([503, 503, 200]);
+    });
+    const both = await cli("fault-server", "--fail-first", "1", "--script", "x.json").catch(
+      (e) => e,
+    );
+    expect(both.stderr).toMatch(/--script and --fail-first: give one/);
+    const bad = await cli("fault-server", "--fail-first=-1").catch((e) => e);
+    expect(bad.stderr).toMatch(/--fail-first must be an integer from 0 to 1000000; got "-1"/);
   });
 
   it("storm: one scenario, chosen stacks, a table; bad options are named", async () => {
