@@ -1,6 +1,18 @@
+import { readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 
+/** `import "breakwater/..."` (the examples, as users write it) resolves to the sources: the
+ * package's own `breakwater-source` export condition, as aliases. */
+const pkg = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
+const alias = Object.entries(pkg.exports as Record<string, { "breakwater-source"?: string }>)
+  .filter(([, target]) => typeof target === "object" && target["breakwater-source"])
+  .map(([path, target]) => ({
+    find: new RegExp(`^${`breakwater${path.slice(1)}`.replace(/\//g, "\\/")}$`),
+    replacement: new URL(target["breakwater-source"]!, import.meta.url).pathname,
+  }));
+
 export default defineConfig({
+  resolve: { alias },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,

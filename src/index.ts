@@ -1,3 +1,31 @@
+/**
+ * The core: a policy that owns retry for any async call, runs, tools, chains and the
+ * failure classifier. No dependencies.
+ *
+ * @example
+ * ```ts
+ * import { policy, reasonOf, Run, throwIfNotOk } from "breakwater";
+ *
+ * const p = policy(); // 3 attempts, full jitter, Retry-After capped at 30 s, adaptive admission
+ * const run = new Run({ deadlineMs: 60_000 }); // one deadline for a whole agent run
+ * try {
+ *   const res = await p.execute(
+ *     ({ signal }) =>
+ *       fetch(`${process.env.OPENAI_BASE_URL}/chat/completions`, {
+ *         method: "POST",
+ *         headers: { "content-type": "application/json" },
+ *         body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+ *         signal,
+ *       }).then(throwIfNotOk),
+ *     { run },
+ *   );
+ *   console.log((await res.json()).choices[0].message.content);
+ * } catch (error) {
+ *   console.log("gave up:", reasonOf(error));
+ * }
+ * ```
+ * @module breakwater
+ */
 export {
   type AuditClients,
   type AuditLayer,

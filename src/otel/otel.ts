@@ -1,3 +1,22 @@
+/**
+ * OpenTelemetry: a span per logical call and per attempt (GenAI semantic conventions),
+ * and the retry metrics. Needs `@opentelemetry/api` and a registered provider.
+ *
+ * @example
+ * ```ts
+ * import { trace } from "@opentelemetry/api";
+ * import { BasicTracerProvider, ConsoleSpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+ * import { policy } from "breakwater";
+ * import { otel } from "breakwater/otel";
+ *
+ * const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new ConsoleSpanExporter())] });
+ * trace.setGlobalTracerProvider(provider);
+ * const p = policy({ model: "gpt-4o-mini", observe: otel() });
+ * await p.execute(async () => "an answer"); // prints the call's span and its attempt's
+ * await provider.shutdown();
+ * ```
+ * @module breakwater/otel
+ */
 import {
   type Attributes,
   type Context,

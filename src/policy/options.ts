@@ -86,6 +86,8 @@ export interface PolicyOptions {
    * bucket), your own `Admission`, options for a RetryBudget, or `false` for none.
    * @default an AdaptiveAdmission shared by every call of this policy */
   budget?: Admission | RetryBudgetOptions | false;
+  /** The same as `budget`, by what it is: what admits retries (give one of the two). */
+  admission?: Admission | RetryBudgetOptions | false;
   /** Outside the retry loop: a `CircuitBreaker`, your own `Breaker`, or options for a
    * CircuitBreaker shared by every call of this policy. @default none */
   breaker?: Breaker | CircuitBreakerOptions;
@@ -174,6 +176,11 @@ function either<T>(is: (x: unknown) => x is T, allowed: string): Rule<T | object
   };
 }
 
+const admissionRule = either(
+  (x): x is Admission | false => x === false || isAdmission(x),
+  "an Admission (tryAcquire, onSuccess), RetryBudget options, or false",
+);
+
 /** The one table of policy options: the key list and every check derive from it. */
 const SPEC = {
   maxAttempts: opt.int({ min: 1, default: 3, infinite: true }),
@@ -188,10 +195,8 @@ const SPEC = {
   firstTokenTimeoutMs: timeout,
   idleTimeoutMs: timeout,
   totalTimeoutMs: timeout,
-  budget: either(
-    (x): x is Admission | false => x === false || isAdmission(x),
-    "an Admission (tryAcquire, onSuccess), RetryBudget options, or false",
-  ),
+  budget: admissionRule,
+  admission: admissionRule,
   breaker: either(isBreaker, "a Breaker (tryAcquire, onSuccess, onFailure, onNeutral) or options"),
   limiter: either(
     (x): x is Limiter | false => x === false || isLimiter(x),
@@ -249,12 +254,24 @@ function leanOwner(clock: Clock, attemptTimeoutMs: number): LeanOwner {
 
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
-  const { retryAfter, prices, budget, breaker, limiter, backoff, clock, random, ...rest } =
-    parseOptions(v, SPEC, options);
+  const {
+    retryAfter,
+    prices,
+    budget,
+    admission,
+    breaker,
+    limiter,
+    backoff,
+    clock,
+    random,
+    ...rest
+  } = parseOptions(v, SPEC, options);
+  if (budget !== undefined && admission !== undefined)
+    v.fail("admission", admission, "one of budget and admission (the same option), not both");
   const time = clock ?? systemClock;
   const model = rest.model;
   const parts = {
-    budget: admissionOf(budget, time, random),
+    budget: admissionOf(admission ?? budget, time, random),
     breaker:
       isBreaker(breaker) || breaker === undefined
         ? breaker

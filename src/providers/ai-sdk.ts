@@ -1,3 +1,19 @@
+/**
+ * The Vercel AI SDK middleware: any language model, wrapped, with the SDK's own retries off.
+ *
+ * @example
+ * ```ts
+ * import { createOpenAI } from "@ai-sdk/openai";
+ * import { generateText, wrapLanguageModel } from "ai";
+ * import { breakwaterMiddleware } from "breakwater/ai-sdk";
+ *
+ * const openai = createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
+ * const model = wrapLanguageModel({ model: openai.chat("gpt-4o-mini"), middleware: breakwaterMiddleware() });
+ * const { text } = await generateText({ model, prompt: "Hello", maxRetries: 0 });
+ * console.log(text);
+ * ```
+ * @module breakwater/ai-sdk
+ */
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import {
   type AttemptContext,

@@ -1,3 +1,21 @@
+/**
+ * The Anthropic adapter: the official client, with breakwater as its only retry layer.
+ *
+ * @example
+ * ```ts
+ * import Anthropic from "@anthropic-ai/sdk";
+ * import { withBreakwater } from "breakwater/anthropic";
+ *
+ * const client = withBreakwater(new Anthropic());
+ * const m = await client.messages.create({
+ *   model: "claude-sonnet-4-6",
+ *   max_tokens: 256,
+ *   messages: [{ role: "user", content: "Hello" }],
+ * });
+ * console.log(m.content[0]?.type === "text" ? m.content[0].text : "");
+ * ```
+ * @module breakwater/anthropic
+ */
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../index.ts";
 import { anthropicAnswer } from "./answers.ts";

@@ -1,3 +1,23 @@
+/**
+ * The fetch layer under every adapter: a `fetch` that retries by the policy, reads
+ * streams for content and usage, and feeds the limiter the rate-limit headers. Give it to any
+ * client that takes a `fetch`.
+ *
+ * @example
+ * ```ts
+ * import OpenAI from "openai";
+ * import { guardedFetch } from "breakwater/fetch";
+ *
+ * // What withBreakwater does for you, by hand: the client's retries off, ours in its fetch.
+ * const client = new OpenAI({ maxRetries: 0, fetch: guardedFetch() });
+ * const r = await client.chat.completions.create({
+ *   model: "gpt-4o-mini",
+ *   messages: [{ role: "user", content: "Hello" }],
+ * });
+ * console.log(r.choices[0]?.message.content);
+ * ```
+ * @module breakwater/fetch
+ */
 import {
   type CallOptions,
   ConfigError,

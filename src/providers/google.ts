@@ -1,3 +1,17 @@
+/**
+ * The Google Gen AI adapter (`@google/genai`): Gemini calls through breakwater.
+ *
+ * @example
+ * ```ts
+ * import { GoogleGenAI } from "@google/genai";
+ * import { withBreakwater } from "breakwater/google";
+ *
+ * const ai = withBreakwater(new GoogleGenAI({ apiKey: process.env.GEMINI_API_KEY }));
+ * const r = await ai.models.generateContent({ model: "gemini-2.5-flash", contents: "Hello" });
+ * console.log(r.text);
+ * ```
+ * @module breakwater/google
+ */
 import type { GoogleGenAI } from "@google/genai";
 import { ConfigError, type Usage } from "../index.ts";
 import { googleAnswer } from "./answers.ts";

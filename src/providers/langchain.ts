@@ -1,3 +1,19 @@
+/**
+ * The LangChain adapter: a chat model whose invoke, stream and batch go through breakwater.
+ *
+ * @example
+ * ```ts
+ * import { ChatOpenAI } from "@langchain/openai";
+ * import { withBreakwater } from "breakwater/langchain";
+ *
+ * const model = withBreakwater(
+ *   new ChatOpenAI({ model: "gpt-4o-mini", configuration: { baseURL: process.env.OPENAI_BASE_URL } }),
+ * );
+ * const answer = await model.invoke("Hello");
+ * console.log(answer.content);
+ * ```
+ * @module breakwater/langchain
+ */
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import {
   type CallOptions,

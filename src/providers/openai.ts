@@ -1,3 +1,21 @@
+/**
+ * The OpenAI adapter: the official client, with breakwater as its only retry layer
+ * (every method: chat, responses, embeddings, streams, helpers).
+ *
+ * @example
+ * ```ts
+ * import OpenAI from "openai";
+ * import { withBreakwater } from "breakwater/openai";
+ *
+ * const client = withBreakwater(new OpenAI()); // its own retries off; the policy's defaults on
+ * const r = await client.chat.completions.create({
+ *   model: "gpt-4o-mini",
+ *   messages: [{ role: "user", content: "Hello" }],
+ * });
+ * console.log(r.choices[0]?.message.content);
+ * ```
+ * @module breakwater/openai
+ */
 import type OpenAI from "openai";
 import type { Usage } from "../index.ts";
 import { opt } from "../internal.ts";

@@ -1,3 +1,25 @@
+/**
+ * Shared state for a fleet on Redis: one retry budget, admission and breaker per
+ * upstream across processes, with every decision local.
+ *
+ * @example
+ * ```ts
+ * import { policy } from "breakwater";
+ * import { sharedState } from "breakwater/redis";
+ * import { createClient } from "redis";
+ *
+ * const client = createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true });
+ * client.on("error", () => {}); // breakwater decides locally while Redis is away
+ * await client.connect();
+ * const fleet = sharedState({ client, prefix: "myapp" });
+ * const p = policy({ admission: fleet.admission("openai:gpt-4o:key-1") });
+ * await fleet.sync();
+ * console.log(await p.execute(async () => "an answer"), fleet.stats.healthy);
+ * fleet.close();
+ * await client.close();
+ * ```
+ * @module breakwater/redis
+ */
 import {
   type AdaptiveAdmissionOptions,
   type CircuitBreakerOptions,
@@ -16,7 +38,12 @@ export { Fleet, type FleetOptions, type RedisLike } from "./state.ts";
 /** Shared state for one fleet of processes, on one Redis: pass what it makes as a
  * policy's `budget` and `breaker`, one per upstream (provider × model × key). */
 export interface SharedState {
+  /** The syncing underneath (its `sync()` and `stats` are also here). */
   readonly fleet: Fleet;
+  /** Syncs every piece of state now; decisions are local until the first sync lands. */
+  sync(): Promise<void>;
+  /** How syncing goes: syncs and failures so far, the last error, and whether it is healthy. */
+  readonly stats: Fleet["stats"];
   /** Overload-aware admission over every process's attempts (the policy's default, shared). */
   admission(
     upstream: string,
@@ -50,6 +77,10 @@ export function sharedState(options: FleetOptions): SharedState {
   const fleet = new Fleet(options);
   return {
     fleet,
+    sync: () => fleet.sync(),
+    get stats() {
+      return fleet.stats;
+    },
     admission: (upstream, o) => new SharedAdaptiveAdmission(fleet, checked(upstream), o),
     budget: (upstream, o) => new SharedRetryBudget(fleet, checked(upstream), o),
     breaker: (upstream, o) => new SharedBreaker(fleet, checked(upstream), o),

@@ -1,3 +1,23 @@
+/**
+ * A step journal in PostgreSQL (on `pg`): runs resume across machines, with leases on
+ * the database's clock and a sweep that takes over runs whose worker died.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { Run } from "breakwater";
+ * import { PostgresJournal } from "breakwater/postgres";
+ *
+ * export async function resume(id: string) {
+ *   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ *   const journal = await PostgresJournal.open({ pool }); // creates or migrates its schema
+ *   const run = new Run({ id, journal });
+ *   await run.step("plan", async () => "refund order 77");
+ *   await run.release();
+ * }
+ * ```
+ * @module breakwater/postgres
+ */
 import type { Pool, PoolClient } from "pg";
 import { ConfigError, opt, parseOptions } from "../core/validate.ts";
 import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";

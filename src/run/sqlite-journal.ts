@@ -1,3 +1,19 @@
+/**
+ * A step journal in SQLite (`node:sqlite`, Node >= 22.13, no native build): a run
+ * resumes at the step that failed, across processes on one machine.
+ *
+ * @example
+ * ```ts
+ * import { Run } from "breakwater";
+ * import { SqliteJournal } from "breakwater/sqlite";
+ *
+ * const run = new Run({ id: "order-77", journal: new SqliteJournal("runs.db") });
+ * const plan = await run.step("plan", async () => "refund order 77"); // replayed on a resume
+ * console.log(plan, run.stats.stepsReplayed);
+ * await run.release(); // another worker may take the run at once
+ * ```
+ * @module breakwater/sqlite
+ */
 import type { DatabaseSync } from "node:sqlite";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
@@ -38,7 +54,9 @@ const SCHEMA = `
 /** node:sqlite, loaded when the first journal is made: a clear error where the Node in use
  * has none (before 22.13 it needs a flag; Node 20 has none at all). */
 function sqlite(): typeof import("node:sqlite") {
-  const found = process.getBuiltinModule?.("node:sqlite") as typeof import("node:sqlite") | undefined;
+  const found = process.getBuiltinModule?.("node:sqlite") as
+    | typeof import("node:sqlite")
+    | undefined;
   if (found !== undefined) return found;
   throw new Error(
     `breakwater/sqlite needs node:sqlite, built into Node >= 22.13 (24 recommended); this is Node ${process.versions.node}. Upgrade Node, or use MemoryJournal or breakwater/postgres`,

@@ -1,3 +1,16 @@
+/**
+ * The storm: the outage simulator that replays provider trouble against retry stacks
+ * in virtual time (what `breakwater storm` runs).
+ *
+ * @example
+ * ```ts
+ * import { markdownTables, runStorm } from "breakwater/storm";
+ *
+ * const report = await runStorm({ scenarios: ["blip"], seed: 1 });
+ * console.log(markdownTables(report));
+ * ```
+ * @module breakwater/storm
+ */
 export { loadStacks } from "./config.ts";
 export { loadAfter, recoverySeconds, type Series, type StackResult } from "./metrics.ts";
 export { htmlReport } from "./report-html.ts";

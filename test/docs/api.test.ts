@@ -41,4 +41,19 @@ describe("the API reference (docs/api, TypeDoc)", () => {
       rmSync(out, { recursive: true, force: true });
     }
   });
+
+  it("names each module by its import path, the package's exports, each with an example", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    const paths = Object.keys(pkg.exports)
+      .filter((k) => k !== "./package.json")
+      .map((k) => `breakwater${k.slice(1)}`)
+      .sort();
+    const index = readFileSync(join(ROOT, "docs/api/README.md"), "utf8");
+    const modules = [...index.matchAll(/^- \[([^\]]+)\]/gm)].map((m) => m[1]).sort();
+    expect(modules).toEqual(paths);
+    for (const m of modules) {
+      const page = readFileSync(join(ROOT, "docs/api", m!, "README.md"), "utf8");
+      expect(page, m).toMatch(new RegExp(`## Example\\n\\n\`\`\`ts\\n[\\s\\S]*from "${m}"`));
+    }
+  });
 });

@@ -15,18 +15,33 @@ const ROOT = resolve(import.meta.dirname, "../..");
 const DIR = join(ROOT, ".doctest");
 
 interface Block {
-  readonly line: number;
+  readonly name: string;
   readonly code: string;
   readonly file: string;
 }
 
-/** Every TypeScript block of the README, in order, with the line it starts on. */
+/** Every TypeScript block of the README, in order, with the line it starts on; then the
+ * example on each entry point's module comment (the API reference's), named by its file. */
 function blocks(): Block[] {
   const text = readFileSync(join(ROOT, "README.md"), "utf8");
   const out: Block[] = [];
   for (const m of text.matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
     const line = text.slice(0, m.index).split("\n").length;
-    out.push({ line, code: m[1]!, file: join(DIR, `readme-${line}.ts`) });
+    out.push({ name: `README.md:${line}`, code: m[1]!, file: join(DIR, `readme-${line}.ts`) });
+  }
+  const entries: string[] = JSON.parse(
+    readFileSync(join(ROOT, "typedoc.json"), "utf8"),
+  ).entryPoints;
+  for (const entry of entries) {
+    const header = /^\/\*\*([\s\S]*?)\*\//.exec(readFileSync(join(ROOT, entry), "utf8"))?.[1] ?? "";
+    const lines = header.split("\n").map((l) => l.replace(/^ \* ?/, ""));
+    const example = /^```ts\n([\s\S]*?)^```/m.exec(lines.join("\n"));
+    const name = `${entry} @example`;
+    out.push({
+      name,
+      code: example?.[1] ?? "",
+      file: join(DIR, `${entry.replace(/\W/g, "-")}.ts`),
+    });
   }
   return out;
 }
@@ -82,10 +97,11 @@ describe("every TypeScript block in the README compiles and runs", () => {
     expect(BLOCKS.length).toBeGreaterThanOrEqual(15);
   });
 
-  it.each(BLOCKS.map((b) => [b.line, b] as const))(
-    "README.md:%i",
+  it.each(BLOCKS.map((b) => [b.name, b] as const))(
+    "%s",
     { timeout: 30_000 },
-    async (_line, block) => {
+    async (_name, block) => {
+      expect(block.code, "an example").toMatch(/import .* from "breakwater/);
       expect(errors.get(block.file) ?? [], "type errors").toEqual([]);
       server.setScript({});
       // The SDKs read their endpoints from the environment: here, the fault server.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { main } from "../../examples/agent.ts";
+import { main } from "../../examples/agent.mts";
 
-describe("examples/agent.ts: one turn with everything on, against the real OpenAI client", () => {
+describe("examples/agent.mts: one turn with everything on, against the real OpenAI client", () => {
   it("retries the 503, replays the charge by its key, keeps the interrupted reply, and counts it all on the run", async () => {
     const lines: string[] = [];
     const { plan, refund, reply, stats, run } = await main((l) => lines.push(l));

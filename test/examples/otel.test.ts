@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { main } from "../../examples/otel.ts";
+import { main } from "../../examples/otel.mts";
 
-describe("examples/otel.ts: a call with two 503s, traced", () => {
+describe("examples/otel.mts: a call with two 503s, traced", () => {
   it("one call span over three attempts and two waits, in the order they happened", async () => {
     const { spans, lines } = await main(() => {}, false);
     expect(spans.map((s) => s.name).sort()).toEqual([

@@ -39,7 +39,8 @@ describe("extension points: a user's own admission, breaker and backoff", () => 
       onFailure: (f: Failure) => void log.push(`failure:${f.kind}`),
       refund: () => void log.push("refund"),
     };
-    const p = policy({ clock, budget: admission });
+    // `admission` is `budget` by its other name: the same gate either way.
+    const p = policy({ clock, admission });
     expect(await drive(clock, p.execute(flaky([httpError(503)])))).toEqual({
       ok: true,
       value: "ok",
@@ -142,6 +143,10 @@ describe("extension points: a user's own admission, breaker and backoff", () => 
 
   it("a broken extension object is refused at construction, naming the option", () => {
     expect(() => policy({ budget: "x" as never })).toThrow(/"budget" must be an Admission/);
+    expect(() => policy({ admission: "x" as never })).toThrow(/"admission" must be an Admission/);
+    expect(() => policy({ budget: false, admission: false })).toThrow(
+      /"admission" must be one of budget and admission \(the same option\), not both/,
+    );
     expect(() => policy({ breaker: 5 as never })).toThrow(/"breaker" must be a Breaker/);
     expect(() => policy({ backoff: "x" as never })).toThrow(/option "backoff" must be a Backoff/);
     expect(() => policy({ backoff: { baseMs: -1 } })).toThrow(/option "backoff.baseMs"/);

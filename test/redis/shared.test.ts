@@ -58,7 +58,9 @@ describe("a retry budget shared through Redis", () => {
     const [a, b] = await processes(2, { syncMs: 60_000, staleAfterMs: 60_000 });
     const ba = a!.budget("openai", { maxTokens: 10, tokenRatio: 0.1, leaseTokens: 2 });
     const bb = b!.budget("openai", { maxTokens: 10, tokenRatio: 0.1, leaseTokens: 2 });
-    await Promise.all([a!.fleet.sync(), b!.fleet.sync()]); // before it, each decides alone
+    const before = a!.stats.syncs;
+    await Promise.all([a!.sync(), b!.sync()]); // before it, each decides alone
+    expect(a!.stats).toMatchObject({ syncs: before + 1, failures: 0, healthy: true });
     let granted = 0;
     for (let i = 0; i < 40; i++) {
       for (const x of [ba, bb]) if (x.tryAcquire()) granted++;
