@@ -4,6 +4,10 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadStacks } from "../../src/storm/config.ts";
+import { breakwater } from "../../src/storm/stacks.ts";
+import { runStorm } from "../../src/storm/storm.ts";
+import { parseScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
 
@@ -91,6 +95,32 @@ describe("every TypeScript block in the README compiles and runs", () => {
   afterAll(async () => {
     await server?.close();
     await redis?.stop();
+  });
+
+  it("every fault script in the README is one the fault server takes", () => {
+    const text = readFileSync(join(ROOT, "README.md"), "utf8");
+    const scripts = [...text.matchAll(/^```json\n([\s\S]*?)^```/gm)].map((m) => JSON.parse(m[1]!));
+    expect(scripts.length).toBeGreaterThanOrEqual(1);
+    for (const script of scripts) expect(() => parseScript(script)).not.toThrow();
+  });
+
+  it("the README's own storm stack is the storm's breakwater row, number for number", {
+    timeout: 60_000,
+  }, async () => {
+    const text = readFileSync(join(ROOT, "README.md"), "utf8");
+    const code = /^```js\n\/\/ stacks\.mjs\n([\s\S]*?)^```/m.exec(text)?.[1];
+    expect(code, "the stacks.mjs block").toBeDefined();
+    const file = join(DIR, "stacks.mjs");
+    writeFileSync(file, code!);
+    const [mine] = await loadStacks(file);
+    const report = await runStorm({
+      scenarios: ["blip", "rate-limit"],
+      stacks: [breakwater, mine!],
+    });
+    for (const s of report.scenarios) {
+      const [row, readme] = s.results;
+      expect({ ...readme!, stack: row!.stack }).toEqual(row);
+    }
   });
 
   it("there are blocks to check", () => {
