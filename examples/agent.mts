@@ -7,7 +7,7 @@
  *
  *   node agent.mts   (copied into a project with breakwater and openai installed)
  */
-import OpenAI from "openai";
+
 import {
   CircuitBreaker,
   guardTool,
@@ -21,6 +21,7 @@ import {
 } from "breakwater";
 import { withBreakwater } from "breakwater/openai";
 import { startFaultServer } from "breakwater/testing";
+import OpenAI from "openai";
 
 export async function main(log: (line: string) => void = console.log) {
   const server = await startFaultServer({

@@ -14,11 +14,11 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import OpenAI from "openai";
 import { policy } from "breakwater";
-import { otel } from "breakwater/otel";
 import { withBreakwater } from "breakwater/openai";
+import { otel } from "breakwater/otel";
 import { startFaultServer } from "breakwater/testing";
+import OpenAI from "openai";
 
 /** The spans as an indented tree with their timing and the attributes that tell the story. */
 export function tree(spans: readonly ReadableSpan[]): string[] {

@@ -90,7 +90,9 @@ describe.each([
     const a = new Run({ id: "leased", journal, owner: "a" });
     const b = new Run({ id: "leased", journal, owner: "b", leaseMs: 50 });
     await a.step("one", () => 1);
-    await expect(b.step("one", () => 1)).rejects.toThrow(/run "leased" is held by worker "a" until /);
+    await expect(b.step("one", () => 1)).rejects.toThrow(
+      /run "leased" is held by worker "a" until /,
+    );
     await a.release();
     expect(await b.step("two", () => 2)).toBe(2);
     // b's lease (50 ms) runs out: a may take the run back.
