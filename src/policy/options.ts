@@ -21,7 +21,7 @@ import type { Ledger } from "../core/ledger.ts";
 import { isLimiter, type Limiter, RateLimiter, type RateLimiterOptions } from "../core/limiter.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
 import type { Price, Usage } from "../core/usage.ts";
-import { opt, parseOptions, type Rule, type Validator } from "../core/validate.ts";
+import { opt, type Parsed, parseOptions, type Rule, type Validator } from "../core/validate.ts";
 import type { AttemptOwner } from "./attempt.ts";
 import { type GateRequest, type Gates, gatesOf } from "./gates.ts";
 
@@ -252,6 +252,31 @@ function leanOwner(clock: Clock, attemptTimeoutMs: number): LeanOwner {
   });
 }
 
+/** The policy's gates from their options: its admission, breaker and rate limiter. */
+function partsOf(
+  o: Pick<Parsed<typeof SPEC>, "budget" | "admission" | "breaker" | "limiter">,
+  v: Validator,
+  time: Clock,
+  random: (() => number) | undefined,
+) {
+  if (o.budget !== undefined && o.admission !== undefined)
+    v.fail("admission", o.admission, "one of budget and admission (the same option), not both");
+  const { breaker, limiter } = o;
+  return {
+    budget: admissionOf(o.admission ?? o.budget, time, random),
+    breaker:
+      isBreaker(breaker) || breaker === undefined
+        ? breaker
+        : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
+    limiter:
+      limiter === false
+        ? undefined
+        : isLimiter(limiter)
+          ? limiter
+          : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions | undefined) }),
+  };
+}
+
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
   const {
@@ -266,23 +291,9 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     random,
     ...rest
   } = parseOptions(v, SPEC, options);
-  if (budget !== undefined && admission !== undefined)
-    v.fail("admission", admission, "one of budget and admission (the same option), not both");
   const time = clock ?? systemClock;
   const model = rest.model;
-  const parts = {
-    budget: admissionOf(admission ?? budget, time, random),
-    breaker:
-      isBreaker(breaker) || breaker === undefined
-        ? breaker
-        : new CircuitBreaker({ clock: time, ...(breaker as CircuitBreakerOptions) }),
-    limiter:
-      limiter === false
-        ? undefined
-        : isLimiter(limiter)
-          ? limiter
-          : new RateLimiter({ clock: time, ...(limiter as RateLimiterOptions | undefined) }),
-  };
+  const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
   const gates = gatesOf(parts);
   const lean =
     rest.observe === undefined &&

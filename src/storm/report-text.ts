@@ -13,96 +13,97 @@ export interface Column {
 }
 
 /** The columns of the comparison, shared by the terminal table, the README and the HTML. */
+const COLUMNS: readonly Column[] = [
+  {
+    title: "stack",
+    help: "the retry stack: a peer's own retry loop, or breakwater (its defaults; a + names what a row adds)",
+    value: (r) => r.stack,
+  },
+  {
+    title: "calls",
+    help: "logical calls the users started (a call and all its retries count once)",
+    value: (r) => String(r.logicalCalls),
+  },
+  {
+    title: "requests",
+    help: "requests the provider received, retries included",
+    value: (r) => String(r.providerRequests),
+  },
+  {
+    title: "req/call",
+    help: "provider requests per logical call, over the whole run",
+    value: (r) => r.amplification.toFixed(2),
+  },
+  {
+    title: "req/call in trigger",
+    help: "provider requests per logical call, for calls started during the trigger",
+    value: (r) => r.amplificationDuringTrigger.toFixed(2),
+  },
+  {
+    title: "success",
+    help: "the share of logical calls answered while the user still waited",
+    value: (r) => pct(r.successRate),
+  },
+  {
+    title: "goodput in trigger",
+    help: "answers per second users received during the trigger",
+    value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s`,
+  },
+  {
+    title: "wait p50",
+    help: "how long users waited for a turn, median",
+    value: (r) => `${r.userWaitS.p50} s`,
+  },
+  {
+    title: "wait p99",
+    help: "how long users waited for a turn, 99th percentile (a user gives up at their patience)",
+    value: (r) => `${r.userWaitS.p99} s`,
+  },
+  {
+    title: "wasted",
+    help: "the price of tokens billed for answers nobody used (the user had left, or the attempt was abandoned)",
+    value: (r) => money(r.cost.wasted),
+  },
+  {
+    title: "load after",
+    help: "requests per second in the minute after the trigger, over the rate before it",
+    value: (r) => `${r.loadAfterTrigger.toFixed(2)}x`,
+  },
+  {
+    title: "refused after",
+    help: "the share of requests the provider refused (429, 503, 529, queue full) in the minute after the trigger",
+    value: (r) => pct(r.refusedAfterTrigger),
+  },
+  {
+    title: "recovery",
+    help: "time after the trigger until goodput is back to what the same users got in a calm run",
+    value: recovery,
+  },
+];
+
+/** A scenario with a tool adds these, after "wasted". */
+const TOOL_COLUMNS: readonly Column[] = [
+  {
+    title: "tool req/call in trigger",
+    help: "tool dependency requests per tool call, for calls started during the trigger",
+    value: (r) => (r.tool?.amplificationDuringTrigger ?? 0).toFixed(2),
+  },
+  {
+    title: "tool success",
+    help: "the share of tool calls that succeeded",
+    value: (r) => pct(r.tool?.successRate ?? 0),
+  },
+  {
+    title: "double charges",
+    help: "orders charged more than once (a retried side effect without an idempotency key)",
+    value: (r) => String(r.duplicateSideEffects),
+  },
+];
+
+/** The columns for a scenario, with or without a tool. */
 export function columns(hasTool: boolean): Column[] {
-  const cols: Column[] = [
-    {
-      title: "stack",
-      help: "the retry stack: a peer's own retry loop, or breakwater (its defaults; a + names what a row adds)",
-      value: (r) => r.stack,
-    },
-    {
-      title: "calls",
-      help: "logical calls the users started (a call and all its retries count once)",
-      value: (r) => String(r.logicalCalls),
-    },
-    {
-      title: "requests",
-      help: "requests the provider received, retries included",
-      value: (r) => String(r.providerRequests),
-    },
-    {
-      title: "req/call",
-      help: "provider requests per logical call, over the whole run",
-      value: (r) => r.amplification.toFixed(2),
-    },
-    {
-      title: "req/call in trigger",
-      help: "provider requests per logical call, for calls started during the trigger",
-      value: (r) => r.amplificationDuringTrigger.toFixed(2),
-    },
-    {
-      title: "success",
-      help: "the share of logical calls answered while the user still waited",
-      value: (r) => pct(r.successRate),
-    },
-    {
-      title: "goodput in trigger",
-      help: "answers per second users received during the trigger",
-      value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s`,
-    },
-    {
-      title: "wait p50",
-      help: "how long users waited for a turn, median",
-      value: (r) => `${r.userWaitS.p50} s`,
-    },
-    {
-      title: "wait p99",
-      help: "how long users waited for a turn, 99th percentile (a user gives up at their patience)",
-      value: (r) => `${r.userWaitS.p99} s`,
-    },
-    {
-      title: "wasted",
-      help: "the price of tokens billed for answers nobody used (the user had left, or the attempt was abandoned)",
-      value: (r) => money(r.cost.wasted),
-    },
-    {
-      title: "load after",
-      help: "requests per second in the minute after the trigger, over the rate before it",
-      value: (r) => `${r.loadAfterTrigger.toFixed(2)}x`,
-    },
-    {
-      title: "refused after",
-      help: "the share of requests the provider refused (429, 503, 529, queue full) in the minute after the trigger",
-      value: (r) => pct(r.refusedAfterTrigger),
-    },
-    {
-      title: "recovery",
-      help: "time after the trigger until goodput is back to what the same users got in a calm run",
-      value: recovery,
-    },
-  ];
-  if (hasTool) {
-    cols.splice(
-      10,
-      0,
-      {
-        title: "tool req/call in trigger",
-        help: "tool dependency requests per tool call, for calls started during the trigger",
-        value: (r) => (r.tool?.amplificationDuringTrigger ?? 0).toFixed(2),
-      },
-      {
-        title: "tool success",
-        help: "the share of tool calls that succeeded",
-        value: (r) => pct(r.tool?.successRate ?? 0),
-      },
-      {
-        title: "double charges",
-        help: "orders charged more than once (a retried side effect without an idempotency key)",
-        value: (r) => String(r.duplicateSideEffects),
-      },
-    );
-  }
-  return cols;
+  const at = COLUMNS.findIndex((c) => c.title === "wasted") + 1;
+  return hasTool ? [...COLUMNS.slice(0, at), ...TOOL_COLUMNS, ...COLUMNS.slice(at)] : [...COLUMNS];
 }
 
 /** What the provider could answer during the trigger, in words that hold for the scenario:
