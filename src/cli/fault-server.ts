@@ -49,14 +49,16 @@ export async function faultServerCommand(
     const message = error instanceof Error ? error.message : String(error);
     throw new UsageError(values.script ? `--script ${values.script}: ${message}` : message);
   });
+  // Listen for the stop before saying we are up: whoever reads the banner may stop us at once.
+  const stopped = new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
   out(`fault server listening on ${server.url}`);
   out(`  OpenAI:    ${server.url}/v1   Anthropic: ${server.url}   Gemini: ${server.url}`);
   out(`  stats:     GET ${server.url}/__stats   script: POST ${server.url}/__script`);
   if (failFirst > 0) out(`  faults:    the first ${failFirst} requests of each route answer 503`);
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopped;
   await server.close();
   return 0;
 }

@@ -26,7 +26,11 @@ describe("the breakwater command", () => {
       const url = await new Promise<string>((resolve, reject) => {
         child.stdout.on("data", (d) => {
           out += d;
-          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)[\s\S]*stats:/.exec(out);
+          // The whole banner: the last line names the faults, if any, else the stats.
+          const last = args.includes("--fail-first") ? "faults:.*\n" : "stats:.*\n";
+          const m = new RegExp(`listening on (http://127\\.0\\.0\\.1:\\d+)[\\s\\S]*${last}`).exec(
+            out,
+          );
           if (m) resolve(m[1]!);
         });
         child.once("exit", (code) => reject(new Error(`exited early with ${code}`)));
