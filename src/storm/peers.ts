@@ -104,39 +104,74 @@ export const AI_SDK: PeerLayer = {
   },
 };
 
-const LANGCHAIN_NO_RETRY = new Set([400, 401, 402, 403, 404, 405, 406, 407, 409]);
-const LANGCHAIN_QUOTA =
-  /insufficient[_ -]?quota|billing|credit balance|will reset at|exceeded your current quota/i;
+/** @langchain/core 1.4.0 `dist/utils/async_caller.js`: the statuses it never retries
+ * (:12-23), the quota wording that stops a 429 (:25-34), the wait a message names (:35). */
+const LANGCHAIN_NO_RETRY = new Set([400, 401, 402, 403, 404, 405, 406, 407, 409, 413]);
+const LANGCHAIN_QUOTA = [
+  /insufficient[_ -]?quota/i,
+  /exceeded (?:your|the current|the available).+quota/i,
+  /usage quota/i,
+  /quota (?:has been )?exhausted/i,
+  /billing/i,
+  /credit balance/i,
+  /out of credits/i,
+  /will reset at/i,
+];
+const LANGCHAIN_HINT =
+  /(?:try again in|retry after)\s+(\d+(?:\.\d+)?)\s*(milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b/i;
+
+/** The 429 wait @langchain/core 1.4.0 reads: `retry-after` as a number of seconds >= 0,
+ * else an HTTP-date (a past one is 0) (:87-98); else a wait the message names (:60-71). */
+function langchainHintMs(e: unknown, now: number): number | undefined {
+  const ra = readHeader(headersOf(e), "retry-after")?.trim();
+  if (ra) {
+    const seconds = Number(ra);
+    if (!Number.isNaN(seconds) && seconds >= 0) return seconds * 1000;
+    const date = Date.parse(ra);
+    if (!Number.isNaN(date)) return Math.max(0, date - now);
+  }
+  const m = LANGCHAIN_HINT.exec(messageOf(e));
+  if (!m) return undefined;
+  const value = Number(m[1]);
+  const unit = m[2]!.toLowerCase();
+  if (unit === "ms" || unit.startsWith("millisecond")) return value;
+  if (unit === "m" || unit.startsWith("min")) return value * 60_000;
+  if (unit === "h" || unit.startsWith("hr") || unit.startsWith("hour")) return value * 3_600_000;
+  return value * 1000;
+}
 
 /**
- * LangChain.js core 1.2.5 `AsyncCaller` (langchain-core/src/utils/async_caller.ts, commit
- * 62fc484): maxRetries 6 through its copy of p-retry, randomize: round((1 + U)·1 s·2^n),
- * no cap (utils/p-retry/index.js:63-73). It stops on an abort (:261-271), on 400-407 and
- * 409 (:6-16, :279-282), on `insufficient_quota` (:284-296); a 429 waits max(backoff,
- * hint) when its `retry-after` is at most 60 s, and stops when it names a quota, has no
- * hint, or a longer one (:207-249, :18); everything else is retried, 5xx, 408, 410-428,
- * timeouts and status-less errors included. Its chat models build their SDK clients with
- * `maxRetries: 0`. Its `callWithOptions` only races the caller's abort: the retries go on
- * behind it (:417-431), so cancellation does not reach them.
+ * LangChain.js: `ChatOpenAI` (@langchain/openai 1.6.0) over the `AsyncCaller` of
+ * @langchain/core 1.4.0 (`dist/utils/async_caller.js`). maxRetries 6 (:182) through its
+ * copy of p-retry with `randomize` (:197): round((1 + U)·1 s·2^n), no cap
+ * (p-retry/index.js:31-33, :91-95). It stops on an abort and ECONNABORTED (:136-137), on
+ * 400-407, 409 and 413 (:139), on an `insufficient_quota` code, read from `error.code`
+ * then `error.error.code` (:141-147); a 429 that names a quota stops, one whose wait is at
+ * most 60 s waits max(backoff, wait) (:99-125, :150-153; p-retry :67-68), one with a longer
+ * wait or none stops (:155-159); everything else is retried, 5xx, 408, 410-412, 414-428,
+ * timeouts and status-less errors included. The openai client under it keeps its 600 s
+ * timeout and has `maxRetries: 0`. Cancellation reaches it: @langchain/openai passes the
+ * caller's signal into each SDK request (chat_models/completions.js:107-114), so an abort
+ * ends the attempt in flight and no request goes out after it.
  */
 export const LANGCHAIN: PeerLayer = {
   name: "langchain",
   maxAttempts: 7,
-  timeoutMs: Number.POSITIVE_INFINITY,
-  cancels: false,
+  timeoutMs: 600_000,
+  cancels: true,
   next(e, n, random, now) {
-    if (isAbort(e)) return undefined;
+    if (isAbort(e) || (e as { code?: unknown } | null)?.code === "ECONNABORTED") return undefined;
     const status = statusOf(e);
     if (status !== undefined && LANGCHAIN_NO_RETRY.has(status)) return undefined;
-    if (codeOf(e) === "insufficient_quota") return undefined;
+    const direct = (e as { code?: unknown } | null)?.code;
+    if ((typeof direct === "string" ? direct : codeOf(e)) === "insufficient_quota")
+      return undefined;
     const backoff = Math.round((1 + random()) * 1_000 * 2 ** n);
     if (status !== 429) return backoff;
-    if (LANGCHAIN_QUOTA.test(messageOf(e))) return undefined;
-    // Only `retry-after` (seconds, else an HTTP-date): it does not read retry-after-ms.
-    const ra = readHeader(headersOf(e), "retry-after");
-    const seconds = ra === undefined ? Number.NaN : Number.parseFloat(ra);
-    const hint = Number.isNaN(seconds) && ra !== undefined ? Date.parse(ra) - now : seconds * 1000;
-    if (!(hint >= 0 && hint <= 60_000)) return undefined;
+    const message = messageOf(e);
+    if (LANGCHAIN_QUOTA.some((q) => q.test(message))) return undefined;
+    const hint = langchainHintMs(e, now);
+    if (hint === undefined || hint > 60_000) return undefined;
     return Math.max(backoff, hint);
   },
 };

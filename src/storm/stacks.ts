@@ -94,9 +94,9 @@ export const aiSdk: StormStack = {
 /** LangChain's AsyncCaller retries (6, 1 s doubling), as a stack. */
 export const langchain: StormStack = {
   name: "langchain",
-  description: "LangChain.js 1.2: 7 attempts, (1+U)·1 s doubling; a 429 needs a hint",
-  // Its AsyncCaller races the caller's abort; the retries behind it go on (peers.ts).
-  propagatesCancel: false,
+  description: "LangChain.js core 1.4: 7 attempts, (1+U)·1 s doubling; a 429 needs a hint",
+  // ChatOpenAI passes the caller's signal into each request (peers.ts).
+  propagatesCancel: true,
   create: (ctx) => peer(ctx, [LANGCHAIN]),
 };
 

@@ -3,7 +3,13 @@ import { generateText } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../../src/index.ts";
-import { AI_SDK, OPENAI_NODE, type PeerLayer, runLayers } from "../../src/storm/peers.ts";
+import {
+  AI_SDK,
+  LANGCHAIN,
+  OPENAI_NODE,
+  type PeerLayer,
+  runLayers,
+} from "../../src/storm/peers.ts";
 import { SimHttpError } from "../../src/storm/types.ts";
 import { type FaultServer, mulberry32, startFaultServer } from "../../src/testing/index.ts";
 
@@ -86,5 +92,94 @@ describe("the peer stacks behave as the real clients do (fault server, p = 0.5 f
     console.log("ai-sdk real", r, "simulated", sim);
     expect(Math.abs(r.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
     expect(Math.abs(r.success - sim.success)).toBeLessThan(band(0.33, n));
+  }, 30_000);
+});
+
+describe("the langchain stack decides as @langchain/core 1.4.0's AsyncCaller does", () => {
+  const fail = (message: string, fields: Record<string, unknown>) =>
+    Object.assign(new Error(message), fields);
+  const past = new Date(Date.now() - 60_000).toUTCString();
+  const CASES: [string, Error][] = [
+    ["413", fail("Request too large", { status: 413 })],
+    [
+      "429, 'try again in 2s'",
+      fail("Rate limit reached. Please try again in 2s.", { status: 429 }),
+    ],
+    [
+      "429, Retry-After a past date",
+      fail("rate limited", { status: 429, headers: { "retry-after": past } }),
+    ],
+    [
+      "429 naming a quota",
+      fail("You exceeded your current quota, please check your plan", { status: 429 }),
+    ],
+    ["429 without a hint", fail("rate limited", { status: 429 })],
+    [
+      "429, Retry-After 120",
+      fail("rate limited", { status: 429, headers: { "retry-after": "120" } }),
+    ],
+    ["503", fail("overloaded", { status: 503 })],
+    ["408", fail("timeout", { status: 408 })],
+    ["ECONNABORTED", fail("socket hang up", { code: "ECONNABORTED" })],
+    ["insufficient_quota code", fail("quota", { status: 429, code: "insufficient_quota" })],
+    ["an abort", Object.assign(new Error("aborted"), { name: "AbortError" })],
+  ];
+
+  it("retries exactly what the real one retries, and waits a message's hint", async () => {
+    const { AsyncCaller } = await import("@langchain/core/utils/async_caller");
+    const caller = new AsyncCaller({ maxRetries: 1 });
+    const results = await Promise.all(
+      CASES.map(async ([name, error]) => {
+        let calls = 0;
+        const started = Date.now();
+        await caller
+          .call(async () => {
+            if (++calls === 1) throw error;
+            return "ok";
+          })
+          .catch(() => undefined);
+        const simulated = LANGCHAIN.next(error, 0, () => 0.5, Date.now());
+        return {
+          name,
+          real: calls === 2,
+          sim: simulated !== undefined,
+          ms: Date.now() - started,
+          simulated,
+        };
+      }),
+    );
+    for (const r of results) expect(r.sim, r.name).toBe(r.real);
+    // The cases that differ from core 1.2.5 (what the storm modelled before):
+    const by = new Map(results.map((r) => [r.name, r]));
+    expect(by.get("413")!.real).toBe(false);
+    expect(by.get("429, 'try again in 2s'")!.real).toBe(true);
+    expect(by.get("429, Retry-After a past date")!.real).toBe(true);
+    // A named wait: the real one slept at least 2 s, the model waits exactly that.
+    expect(by.get("429, 'try again in 2s'")!.ms).toBeGreaterThanOrEqual(1_900);
+    expect(by.get("429, 'try again in 2s'")!.simulated).toBe(2_000);
+  }, 30_000);
+
+  it("a ChatOpenAI call the caller aborts sends no request after the abort (cancels: true)", async () => {
+    const { ChatOpenAI } = await import("@langchain/openai");
+    const server = await startFaultServer({
+      script: { rules: [{ route: "openai", status: 503 }] },
+    });
+    try {
+      const model = new ChatOpenAI({
+        model: "gpt-4o-mini",
+        apiKey: "test",
+        configuration: { baseURL: `${server.url}/v1` },
+      });
+      const controller = new AbortController();
+      const call = model.invoke("hi", { signal: controller.signal }).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 300)); // inside the first backoff (1-2 s)
+      controller.abort();
+      await call;
+      await new Promise((r) => setTimeout(r, 2_500)); // past where the next attempt would go
+      expect(server.stats().requests).toBe(1);
+      expect(LANGCHAIN.cancels).toBe(true);
+    } finally {
+      await server.close();
+    }
   }, 30_000);
 });
