@@ -8,10 +8,11 @@ const STACK = {
   name: opt.str(),
   description: opt.str(),
   propagatesCancel: opt.bool(true),
+  fallback: opt.bool(false),
   create: opt.fn<StormStack["create"]>(),
 };
 
-/** One stack, checked: `{ name, description?, propagatesCancel?, create }`. */
+/** One stack, checked: `{ name, description?, propagatesCancel?, fallback?, create }`. */
 export const stackRule: Rule<StormStack> = (v, at, x) => {
   const s = parseOptions(v, STACK, x, at);
   const name = s.name ?? v.fail(`${at}.name`, undefined, "a non-empty string");
@@ -22,13 +23,20 @@ export const stackRule: Rule<StormStack> = (v, at, x) => {
       undefined,
       "a function ({ clock, random, provider, tool }) => { model, tool? }",
     );
-  return { name, description: s.description ?? name, propagatesCancel: s.propagatesCancel, create };
+  return {
+    name,
+    description: s.description ?? name,
+    propagatesCancel: s.propagatesCancel,
+    fallback: s.fallback,
+    create,
+  };
 };
 
 /**
  * Loads stacks from a user's module: `export default [stack, ...]` or
- * `export const stacks = [...]`, each `{ name, description?, propagatesCancel?, create }`
- * where `create({ clock, random, provider, tool })` returns `{ model, tool? }`.
+ * `export const stacks = [...]`, each `{ name, description?, propagatesCancel?, fallback?,
+ * create }` where `create({ clock, random, provider, tool, fallback })` returns
+ * `{ model, tool? }`.
  */
 export async function loadStacks(file: string): Promise<StormStack[]> {
   const mod = (await import(pathToFileURL(resolve(file)).href)) as {

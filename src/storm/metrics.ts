@@ -24,6 +24,8 @@ export interface Series {
 /** One stack's numbers in one scenario. */
 export interface StackResult {
   stack: string;
+  /** It sends calls to a second provider too (compared with the other such stacks). */
+  fallback: boolean;
   logicalCalls: number;
   providerRequests: number;
   /** Provider requests per logical call. */
@@ -234,7 +236,11 @@ export class Metrics implements ProviderMeter {
     }
   }
 
-  result(stack: string, prices: Price, calm?: readonly number[]): StackResult {
+  result(
+    stack: { name: string; fallback?: boolean | undefined },
+    prices: Price,
+    calm?: readonly number[],
+  ): StackResult {
     this.#fillForward();
     const billed = this.#billed.inputTokens + this.#billed.outputTokens;
     const used = this.#used.inputTokens + this.#used.outputTokens;
@@ -250,7 +256,8 @@ export class Metrics implements ProviderMeter {
         ? 0
         : waits[Math.min(waits.length - 1, Math.floor(p * waits.length))]! / 1000;
     return {
-      stack,
+      stack: stack.name,
+      fallback: stack.fallback === true,
       logicalCalls: this.#calls,
       providerRequests: this.#requests,
       amplification: round(this.#calls === 0 ? 0 : this.#requests / this.#calls, 2),

@@ -1,5 +1,5 @@
 import type { StackResult } from "./metrics.ts";
-import { capacityText, columns } from "./report-text.ts";
+import { capacityText, columns, FALLBACK_GROUP, grouped } from "./report-text.ts";
 import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const COLORS = [
@@ -11,6 +11,12 @@ const COLORS = [
   "#2ca02c",
   "#e377c2",
   "#17becf",
+  "#bcbd22",
+  "#7f7f7f",
+  "#393b79",
+  "#ad494a",
+  "#637939",
+  "#8c6d31",
 ];
 
 const esc = (s: string) =>
@@ -36,7 +42,7 @@ function niceMax(x: number): number {
 }
 
 /** Dash patterns, so lines of close colours stay apart in grey print and for colour-blind eyes. */
-const DASHES = ["", "7 3", "2 3", "9 3 2 3", "", "4 2", "1 2", "12 4"];
+const DASHES = ["", "7 3", "2 3", "9 3 2 3", "", "4 2", "1 2", "12 4", "", "7 3", "2 3", "6 2 1 2", "3 3", "1 3"];
 
 const style = (i: number) =>
   `stroke="${COLORS[i % COLORS.length]}" stroke-dasharray="${DASHES[i % DASHES.length]}"`;
@@ -124,10 +130,15 @@ function legend(results: StackResult[]): string {
 function table(s: ScenarioReport): string {
   const cols = columns(s.scenario.tool !== undefined);
   const head = cols.map((c) => `<th title="${esc(c.help)}">${esc(c.title)}</th>`).join("");
-  const rows = s.results
+  const { rows: ordered, split } = grouped(s.results);
+  const rows = ordered
     .map((r, i) => {
       const cells = cols.map((c) => esc(c.value(r)));
-      return `<tr><td>${sample(i)}${cells.join("</td><td>")}</td></tr>`;
+      const group =
+        i === split && split > 0
+          ? `<tr class="group"><th colspan="${cols.length}">${esc(FALLBACK_GROUP)}</th></tr>`
+          : "";
+      return `${group}<tr><td>${sample(s.results.indexOf(r))}${cells.join("</td><td>")}</td></tr>`;
     })
     .join("");
   return `<table><thead><tr>${head}</tr></thead><tbody>${rows}</tbody></table>`;
@@ -182,6 +193,7 @@ th,td{border-bottom:1px solid #e5e5e5;padding:4px 5px;text-align:right}td{white-
 th{background:#fafafa;font-weight:600;vertical-align:bottom;cursor:help}th:first-child,td:first-child{text-align:left}
 .key dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0 0;font-size:13px}.key dt{font-weight:600}.key dd{margin:0;color:#444}
 .key summary{cursor:pointer;font-weight:600}nav{margin:6px 0 14px}
+tr.group th{text-align:left;background:#f3f6fb;font-style:italic;cursor:default}
 </style></head><body>
 <h1>breakwater storm</h1>
 <p class="lede">The same users and the same provider trouble, replayed against each retry stack in virtual time (seed ${report.seed}). Only the provider and the users are simulated: breakwater runs its real policy code, each peer its own retry loop. Lines are 5-second averages; the shaded band is the trigger. Hover a column's title for what it counts.</p>

@@ -119,6 +119,21 @@ export function capacityText({ scenario, capacityGoodput }: ScenarioReport): str
   return `the provider could answer ${rate} during the trigger`;
 }
 
+/** The heading of the rows that fall back to a second provider: they are compared with
+ * each other, not with the rows above them. */
+export const FALLBACK_GROUP = "with a second provider (compare these with each other)";
+
+/** The results in the report's order: the single-upstream rows, then the fallback rows
+ * (`split` is where they start; results.length when there are none). */
+export function grouped(results: readonly StackResult[]): {
+  rows: StackResult[];
+  split: number;
+} {
+  const rows = [...results.filter((r) => !r.fallback), ...results.filter((r) => r.fallback)];
+  const split = rows.findIndex((r) => r.fallback);
+  return { rows, split: split === -1 ? rows.length : split };
+}
+
 /** One line per column: what it counts. */
 export function columnKey(hasTool: boolean): string[] {
   return columns(hasTool).map((c) => `${c.title}: ${c.help}`);
@@ -128,7 +143,8 @@ export function columnKey(hasTool: boolean): string[] {
 export function textTable(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {
-    const { scenario, results } = s;
+    const { scenario } = s;
+    const { rows: results, split } = grouped(s.results);
     const cols = columns(scenario.tool !== undefined);
     const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
     const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -143,7 +159,10 @@ export function textTable(report: StormReport): string {
     );
     out.push(`  ${line(rows[0]!)}`);
     out.push(`  ${widths.map((w) => "-".repeat(w)).join("  ")}`);
-    for (const row of rows.slice(1)) out.push(`  ${line(row)}`);
+    rows.slice(1).forEach((row, i) => {
+      if (i === split && split > 0) out.push(`  ${FALLBACK_GROUP}:`);
+      out.push(`  ${line(row)}`);
+    });
     out.push("");
   }
   return out.join("\n");
@@ -153,7 +172,8 @@ export function textTable(report: StormReport): string {
 export function markdownTables(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {
-    const { scenario, results } = s;
+    const { scenario } = s;
+    const { rows: results, split } = grouped(s.results);
     const cols = columns(scenario.tool !== undefined);
     out.push(
       `**${scenario.name}**: ${scenario.title} (${scenario.source}; ${capacityText(s)})`,
@@ -161,7 +181,10 @@ export function markdownTables(report: StormReport): string {
     );
     out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
     out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
-    for (const r of results) out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
+    results.forEach((r, i) => {
+      if (i === split && split > 0) out.push(`| *${FALLBACK_GROUP}* |${" |".repeat(cols.length - 1)}`);
+      out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
+    });
     out.push("");
   }
   const withTool = report.scenarios.some((s) => s.scenario.tool !== undefined);

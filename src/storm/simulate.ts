@@ -185,7 +185,7 @@ class Simulation {
       this.#options.onProgress?.(Math.min(1, Math.max(0, done)));
     }
     this.#stop.abort();
-    return this.#metrics.result(this.#stack.name, this.#scenario.prices, this.#options.calm);
+    return this.#metrics.result(this.#stack, this.#scenario.prices, this.#options.calm);
   }
 
   /** A conversation: its turns at the user's own pace. A turn is due one expected turn

@@ -7,8 +7,20 @@ import {
   Run,
   type Usage,
 } from "../index.ts";
-import { AI_SDK, LANGCHAIN, NAIVE, OPENAI_NODE, type PeerLayer, runLayers } from "./peers.ts";
-import type { StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
+import { AI_RETRY, AI_RETRY_FALLBACK, aiRetryCall } from "./peers/ai-retry.ts";
+import { AI_SDK } from "./peers/ai-sdk.ts";
+import {
+  ASYNC_CALLER_ONCE,
+  LANGCHAIN,
+  LANGCHAIN_V1_RETRY,
+  LANGCHAIN_V1_RETRY_OVER_FALLBACK,
+} from "./peers/langchain.ts";
+import { type PeerLayer, runLayers } from "./peers/layers.ts";
+import { LiteLLMDeployment, litellmGroupCall, litellmWithFallback } from "./peers/litellm.ts";
+import { NAIVE } from "./peers/naive.ts";
+import { OPENAI_AGENTS, openaiAgentsClient } from "./peers/openai-agents.ts";
+import { OPENAI_NODE } from "./peers/openai-node.ts";
+import type { SimRequest, StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
 
 /**
  * The tool decorator of worked example W2 (docs/architecture.md) as teams write it before
@@ -45,11 +57,15 @@ function nest<T>(
   return at(0, signal);
 }
 
-/** A peer stack: its own model-call loops; tool calls through W2's decorator, inside
- * `toolOuter` (layers that rerun the tool call from outside), if any. */
-function peer(
+/** What a peer's model call is handed: the loop's time, randomness and the app's
+ * per-attempt timeout. */
+type Loop = { clock: StackContext["clock"]; random: () => number; timeoutMs?: number | undefined };
+
+/** A peer stack: its own model-call loop (`model`); tool calls through W2's decorator,
+ * inside `toolOuter` (layers that rerun the tool call from outside), if any. */
+function peerWith(
   ctx: StackContext,
-  layers: readonly PeerLayer[],
+  model: (request: SimRequest, signal: AbortSignal | undefined, loop: Loop) => Promise<Usage>,
   toolOuter: PolicyOptions[] = [],
 ): StackClient {
   const loop = { clock: ctx.clock, random: ctx.random, timeoutMs: ctx.attemptTimeoutMs };
@@ -57,8 +73,7 @@ function peer(
     policy({ clock: ctx.clock, random: ctx.random, ...o }),
   );
   return {
-    model: (request, { signal }) =>
-      runLayers(layers, loop, signal, (s) => ctx.provider.call(request, s)),
+    model: (request, { signal }) => model(request, signal, loop),
     tool: (args, { signal }) =>
       nest(toolPolicies, signal, (s) => ctx.tool.call(args, s ? { signal: s } : {})).then(
         () => true,
@@ -66,6 +81,15 @@ function peer(
       ),
   };
 }
+
+/** A peer stack whose model calls run inside `layers`, outermost first. */
+const peer = (ctx: StackContext, layers: readonly PeerLayer[], toolOuter?: PolicyOptions[]) =>
+  peerWith(
+    ctx,
+    (request, signal, loop) =>
+      runLayers(layers, loop, signal, (s) => ctx.provider.call(request, s)),
+    toolOuter,
+  );
 
 /** A naive stack: retry layers that multiply (worked example W1). */
 export const naive: StormStack = {
@@ -98,6 +122,105 @@ export const langchain: StormStack = {
   // ChatOpenAI passes the caller's signal into each request (peers.ts).
   propagatesCancel: true,
   create: (ctx) => peer(ctx, [LANGCHAIN]),
+};
+
+/** LangChain v1's agent: `createAgent({ middleware: [modelRetryMiddleware()] })`. */
+export const langchainV1: StormStack = {
+  name: "langchain-v1",
+  description:
+    "LangChain.js v1 modelRetryMiddleware: 3 attempts, 1 s doubling ±25%, the model's own retries off",
+  propagatesCancel: true,
+  create: (ctx) => peer(ctx, [LANGCHAIN_V1_RETRY, ASYNC_CALLER_ONCE]),
+};
+
+/** The same agent with `modelFallbackMiddleware(secondProvider)` inside the retry. */
+export const langchainV1Fallback: StormStack = {
+  name: "langchain-v1+fallback",
+  description:
+    "LangChain.js v1 modelRetry over modelFallback: each of 3 attempts the primary, then the second provider",
+  propagatesCancel: true,
+  fallback: true,
+  create: (ctx) =>
+    peerWith(ctx, (request, signal, loop) =>
+      runLayers([LANGCHAIN_V1_RETRY_OVER_FALLBACK], loop, signal, (s) =>
+        runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.provider.call(request, s2)).catch(
+          () =>
+            runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.fallback.call(request, s2)),
+        ),
+      ),
+    ),
+};
+
+/** ai-retry's README setup: retry the same model on retryable errors, 2 s, once. */
+export const aiRetry: StormStack = {
+  name: "ai-retry",
+  description: "ai-retry 2.4: error.isRetryable(true).retry({ delay: 1 s, ×2 }): 2 attempts",
+  propagatesCancel: true,
+  create: (ctx) =>
+    peerWith(ctx, (request, signal, loop) =>
+      aiRetryCall(AI_RETRY, loop, signal, [(s) => ctx.provider.call(request, s)]),
+    ),
+};
+
+/** ai-retry with the second provider: a switch on overload, the retry, a plain fallback. */
+export const aiRetryFallback: StormStack = {
+  name: "ai-retry+fallback",
+  description:
+    "ai-retry 2.4: 529 or 'overloaded' switches, retryable errors retry once, the rest falls back once",
+  propagatesCancel: true,
+  fallback: true,
+  create: (ctx) =>
+    peerWith(ctx, (request, signal, loop) =>
+      aiRetryCall(AI_RETRY_FALLBACK, loop, signal, [
+        (s) => ctx.provider.call(request, s),
+        (s) => ctx.fallback.call(request, s),
+      ]),
+    ),
+};
+
+/** The OpenAI Agents SDK's runner retries, as its docs set them, over its openai client. */
+export const openaiAgents: StormStack = {
+  name: "openai-agents",
+  description:
+    "OpenAI Agents SDK 0.20, the documented retry policy: 5 runner attempts over the client's own 3",
+  propagatesCancel: true,
+  create: (ctx) =>
+    peerWith(ctx, (request, signal, loop) => {
+      let attempt = 0;
+      const client = (s: AbortSignal | undefined) =>
+        runLayers([openaiAgentsClient(attempt++)], loop, s, (s2) => ctx.provider.call(request, s2));
+      return runLayers([OPENAI_AGENTS], { clock: loop.clock, random: loop.random }, signal, client);
+    }),
+};
+
+/** LiteLLM's Router with its defaults, one deployment. */
+export const litellmRouter: StormStack = {
+  name: "litellm-router",
+  description: "LiteLLM Router 1.80: 3 attempts, 0.5 s doubling + U(0, 0.75 s), Retry-After ≤ 60 s",
+  propagatesCancel: true,
+  create: (ctx) => {
+    const deployment = new LiteLLMDeployment();
+    return peerWith(ctx, (request, signal, loop) =>
+      litellmGroupCall(deployment, loop, signal, (s) => ctx.provider.call(request, s)),
+    );
+  },
+};
+
+/** LiteLLM's Router with `fallbacks` to the second provider's group. */
+export const litellmRouterFallback: StormStack = {
+  name: "litellm-router+fallback",
+  description: "LiteLLM Router 1.80: the primary's 3 attempts, then the fallback group's 3",
+  propagatesCancel: true,
+  fallback: true,
+  create: (ctx) => {
+    const groups = [new LiteLLMDeployment(), new LiteLLMDeployment()] as const;
+    return peerWith(ctx, (request, signal, loop) =>
+      litellmWithFallback(groups, loop, signal, [
+        (s) => ctx.provider.call(request, s),
+        (s) => ctx.fallback.call(request, s),
+      ]),
+    );
+  },
 };
 
 /**
@@ -189,6 +312,7 @@ export const breakwaterFallback: StormStack = {
   name: "breakwater+fallback",
   description: "the defaults, and a second provider when the first cannot take the call",
   propagatesCancel: true,
+  fallback: true,
   create: (ctx) => {
     const primary = breakwaterPolicy(ctx);
     const secondary = breakwaterPolicy(ctx);
@@ -213,12 +337,20 @@ export const breakwaterFallback: StormStack = {
   },
 };
 
-/** The built-in stacks the storm compares. */
+/** The built-in stacks the storm compares: those with one upstream, then those that fall
+ * back to a second provider (compared with each other). */
 export const STACKS: readonly StormStack[] = [
   naive,
   openaiSdk,
   aiSdk,
   langchain,
+  langchainV1,
+  aiRetry,
+  openaiAgents,
+  litellmRouter,
   breakwater,
+  langchainV1Fallback,
+  aiRetryFallback,
+  litellmRouterFallback,
   breakwaterFallback,
 ];

@@ -130,6 +130,9 @@ export interface StormStack {
   readonly description: string;
   /** Whether the user's giving up reaches the in-flight calls (an AbortSignal wired through). */
   readonly propagatesCancel: boolean;
+  /** Whether it sends calls to the second provider (`StackContext.fallback`) too: the
+   * report compares such stacks with each other, apart from those with one upstream. */
+  readonly fallback?: boolean;
   /** Builds the stack's client for one simulation. */
   create(context: StackContext): StackClient;
 }

@@ -9,7 +9,7 @@ import {
   OPENAI_NODE,
   type PeerLayer,
   runLayers,
-} from "../../src/storm/peers.ts";
+} from "../../src/storm/peers/index.ts";
 import { SimHttpError } from "../../src/storm/types.ts";
 import { type FaultServer, mulberry32, startFaultServer } from "../../src/testing/index.ts";
 

@@ -6,6 +6,7 @@ import { pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { htmlReport } from "../../src/storm/report-html.ts";
+import { FALLBACK_GROUP } from "../../src/storm/report-text.ts";
 import { STACKS } from "../../src/storm/stacks.ts";
 import { runStorm } from "../../src/storm/storm.ts";
 
@@ -94,11 +95,33 @@ describe("the HTML report in real headless Chromium", () => {
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(
         1280,
       );
-      const rows = await page.$$eval("table tbody tr", (trs) =>
+      const rows = await page.$$eval("table tbody tr:not(.group)", (trs) =>
         trs.map((tr) => tr.textContent ?? ""),
       );
       expect(rows).toHaveLength(2 * STACKS.length);
       expect(rows.some((r) => r.startsWith("breakwater"))).toBe(true);
+      // The rows with a second provider come last, under their own heading: like with like.
+      const tables = await page.$$eval("table tbody", (bodies) =>
+        bodies.map((b) =>
+          [...b.querySelectorAll("tr")].map((tr) =>
+            tr.classList.contains("group") ? "|" : (tr.querySelector("td")?.textContent ?? ""),
+          ),
+        ),
+      );
+      const single = STACKS.filter((st) => !st.fallback).map((st) => st.name);
+      const fallbacks = STACKS.filter((st) => st.fallback).map((st) => st.name);
+      for (const t of tables) expect(t).toEqual([...single, "|", ...fallbacks]);
+      expect(await page.$$eval("tr.group", (g) => g.map((x) => x.textContent))).toEqual([
+        FALLBACK_GROUP,
+        FALLBACK_GROUP,
+      ]);
+      // Every stack's line has a style of its own (colour and dash).
+      const styles = await page.$$eval("ul.legend", (uls) =>
+        [...uls[0]!.querySelectorAll("line")].map(
+          (l) => `${l.getAttribute("stroke")} ${l.getAttribute("stroke-dasharray")}`,
+        ),
+      );
+      expect(new Set(styles).size).toBe(STACKS.length);
       expect(problems).toEqual([]);
       expect(requests.every((u) => u.startsWith("file:"))).toBe(true);
 
