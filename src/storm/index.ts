@@ -25,6 +25,21 @@ export {
   type UsersSpec,
 } from "./scenarios.ts";
 export { expectedConversationS, type SimulateOptions, simulate } from "./simulate.ts";
-export { aiSdk, breakwater, langchain, naive, openaiSdk, STACKS } from "./stacks.ts";
+export {
+  aiRetry,
+  aiRetryFallback,
+  aiSdk,
+  breakwater,
+  breakwaterFallback,
+  langchain,
+  langchainV1,
+  langchainV1Fallback,
+  litellmRouter,
+  litellmRouterFallback,
+  naive,
+  openaiAgents,
+  openaiSdk,
+  STACKS,
+} from "./stacks.ts";
 export { runStorm, type ScenarioReport, type StormOptions, type StormReport } from "./storm.ts";
 export * from "./types.ts";

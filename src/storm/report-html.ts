@@ -42,7 +42,22 @@ function niceMax(x: number): number {
 }
 
 /** Dash patterns, so lines of close colours stay apart in grey print and for colour-blind eyes. */
-const DASHES = ["", "7 3", "2 3", "9 3 2 3", "", "4 2", "1 2", "12 4", "", "7 3", "2 3", "6 2 1 2", "3 3", "1 3"];
+const DASHES = [
+  "",
+  "7 3",
+  "2 3",
+  "9 3 2 3",
+  "",
+  "4 2",
+  "1 2",
+  "12 4",
+  "",
+  "7 3",
+  "2 3",
+  "6 2 1 2",
+  "3 3",
+  "1 3",
+];
 
 const style = (i: number) =>
   `stroke="${COLORS[i % COLORS.length]}" stroke-dasharray="${DASHES[i % DASHES.length]}"`;

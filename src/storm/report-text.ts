@@ -182,7 +182,8 @@ export function markdownTables(report: StormReport): string {
     out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
     out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
     results.forEach((r, i) => {
-      if (i === split && split > 0) out.push(`| *${FALLBACK_GROUP}* |${" |".repeat(cols.length - 1)}`);
+      if (i === split && split > 0)
+        out.push(`| *${FALLBACK_GROUP}* |${" |".repeat(cols.length - 1)}`);
       out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
     });
     out.push("");

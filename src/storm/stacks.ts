@@ -143,9 +143,8 @@ export const langchainV1Fallback: StormStack = {
   create: (ctx) =>
     peerWith(ctx, (request, signal, loop) =>
       runLayers([LANGCHAIN_V1_RETRY_OVER_FALLBACK], loop, signal, (s) =>
-        runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.provider.call(request, s2)).catch(
-          () =>
-            runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.fallback.call(request, s2)),
+        runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.provider.call(request, s2)).catch(() =>
+          runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.fallback.call(request, s2)),
         ),
       ),
     ),

@@ -22,4 +22,3 @@ export const AI_SDK: PeerLayer = {
     return hint >= 0 && (hint < 60_000 || hint < backoff) ? hint : backoff;
   },
 };
-

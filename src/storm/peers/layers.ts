@@ -36,8 +36,7 @@ export const codeOf = (e: unknown): string | undefined => {
   const c = (e as { error?: { code?: unknown } } | null)?.error?.code;
   return typeof c === "string" ? c : undefined;
 };
-export const messageOf = (e: unknown) =>
-  String((e as { message?: unknown } | null)?.message ?? "");
+export const messageOf = (e: unknown) => String((e as { message?: unknown } | null)?.message ?? "");
 export const isTimeout = (e: unknown) => e instanceof PeerTimeoutError;
 export const isAbort = (e: unknown) => (e as { name?: unknown } | null)?.name === "AbortError";
 /** 408, 409, 429 and 5xx: what the SDKs' loops call retryable. */

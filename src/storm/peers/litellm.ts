@@ -94,8 +94,7 @@ export class LiteLLMDeployment {
     const ra = retryAfterS(e, now);
     const seconds = ra >= 0 ? ra : COOLDOWN_S;
     const allFailed = fails === total && total >= ALL_FAILED_MIN;
-    if (seconds > 0 && (allFailed || !sdkRetryable(status)))
-      this.#coolUntil = now + seconds * 1000;
+    if (seconds > 0 && (allFailed || !sdkRetryable(status))) this.#coolUntil = now + seconds * 1000;
   }
 }
 

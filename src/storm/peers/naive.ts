@@ -39,4 +39,3 @@ export const NAIVE: readonly PeerLayer[] = [
     },
   },
 ];
-

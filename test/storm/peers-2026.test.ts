@@ -1,0 +1,284 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { ChatOpenAI } from "@langchain/openai";
+import { Agent, OpenAIProvider, Runner, retryPolicies, setTracingDisabled } from "@openai/agents";
+import { generateText } from "ai";
+import { createRetryableModel, error, httpStatus } from "ai-retry/language-model";
+import { createAgent, modelFallbackMiddleware, modelRetryMiddleware } from "langchain";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VirtualClock } from "../../src/index.ts";
+import {
+  aiRetry,
+  aiRetryFallback,
+  langchainV1,
+  langchainV1Fallback,
+  openaiAgents,
+} from "../../src/storm/stacks.ts";
+import { SimHttpError, type StormStack } from "../../src/storm/types.ts";
+import { type FaultServer, mulberry32, startFaultServer } from "../../src/testing/index.ts";
+
+setTracingDisabled(true);
+
+/** The two faults each peer is checked under: half the requests fail with a 503, or with a
+ * 429 that asks for a second. The message says nothing of overload (a stack that reads
+ * wording reads the same on both sides). */
+const FAULTS = {
+  "503": { status: 503, retryAfter: undefined, message: "Service unavailable" },
+  "429": { status: 429, retryAfter: 1, message: "Rate limit reached" },
+} as const;
+type Fault = keyof typeof FAULTS;
+
+/** Mean and spread of a sample. */
+function moments(xs: readonly number[]) {
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const sd = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length);
+  return { mean, sd };
+}
+
+/**
+ * The storm's stack against a simulated provider that fails half its requests with
+ * `fault` (and a second provider that never fails), `calls` logical calls in virtual time:
+ * requests per call at each provider, their spread, and the share answered.
+ */
+async function simulated(stack: StormStack, fault: Fault, calls = 4_000) {
+  const clock = new VirtualClock();
+  const random = mulberry32(5);
+  const f = FAULTS[fault];
+  const perCall = { primary: [] as number[], secondary: [] as number[] };
+  const usage = { inputTokens: 10, outputTokens: 10 };
+  type Counted = { counts: { primary: number; secondary: number } };
+  const provider = (side: "primary" | "secondary", fails: boolean) => ({
+    // Each request carries its logical call's counts (stacks pass the request on).
+    call: async (request: object) => {
+      (request as Counted).counts[side]++;
+      await clock.sleep(100);
+      if (fails && random() < 0.5)
+        throw Object.assign(new SimHttpError(f.status, "injected", f.retryAfter), {
+          message: f.message,
+        });
+      return usage;
+    },
+  });
+  const client = stack.create({
+    clock,
+    random: mulberry32(9),
+    provider: provider("primary", true),
+    fallback: provider("secondary", false),
+    tool: { call: () => Promise.reject(new Error("no tool here")) },
+  });
+  const turn = { id: 1, startedAt: 0, patienceMs: 90_000, state: new Map() };
+  const runs: Promise<boolean>[] = [];
+  for (let i = 0; i < calls; i++) {
+    const counts = { primary: 0, secondary: 0 };
+    runs.push(
+      client.model({ inputTokens: 10, outputTokens: 10, counts } as never, { turn }).then(
+        () => true,
+        () => false,
+      ),
+    );
+    // Counted when the call is over (its retries may come later in virtual time).
+    void runs.at(-1)!.then(() => {
+      perCall.primary.push(counts.primary);
+      perCall.secondary.push(counts.secondary);
+    });
+  }
+  await clock.runAll();
+  const ok = (await Promise.all(runs)).filter(Boolean).length;
+  return {
+    primary: moments(perCall.primary),
+    secondary: moments(perCall.secondary),
+    success: ok / calls,
+  };
+}
+
+/** `n` logical calls at once through a real client against the fault server, with
+ * `model` failing as `fault` says (the other model healthy): requests per call to each
+ * model, and the share answered (`answered` reads a result as an answer or not). */
+async function real(
+  server: FaultServer,
+  fault: Fault,
+  n: number,
+  call: () => Promise<unknown>,
+  answered: (result: unknown) => boolean = () => true,
+  failing = "gpt-4o",
+) {
+  const f = FAULTS[fault];
+  server.setScript({
+    seed: 11,
+    rules: [
+      {
+        route: "openai",
+        model: failing,
+        probability: 0.5,
+        status: f.status,
+        message: f.message,
+        ...(f.retryAfter !== undefined && { retryAfter: f.retryAfter }),
+      },
+    ],
+  });
+  server.resetStats();
+  const ok = await Promise.all(
+    Array.from({ length: n }, () =>
+      call().then(
+        (r) => answered(r),
+        () => false,
+      ),
+    ),
+  );
+  const timeline = server.stats().timeline;
+  const at = (m: string) => timeline.filter((a) => a.model === m).length / n;
+  return {
+    primary: at(failing),
+    secondary: timeline.length / n - at(failing),
+    success: ok.filter(Boolean).length / n,
+  };
+}
+
+/** Four standard errors of a mean over `n` draws with spread `sd`: a real sample this far
+ * from the model means the model is wrong, not unlucky. */
+const band = (sd: number, n: number) => (4 * Math.max(sd, 0.05)) / Math.sqrt(n);
+
+async function agree(
+  stack: StormStack,
+  fault: Fault,
+  n: number,
+  r: Awaited<ReturnType<typeof real>>,
+) {
+  const sim = await simulated(stack, fault);
+  console.log(stack.name, fault, "real", r, "simulated", {
+    primary: sim.primary.mean,
+    secondary: sim.secondary.mean,
+    success: sim.success,
+  });
+  const spread = Math.sqrt(sim.success * (1 - sim.success));
+  expect(Math.abs(r.primary - sim.primary.mean), "requests per call").toBeLessThan(
+    band(sim.primary.sd, n),
+  );
+  expect(Math.abs(r.secondary - sim.secondary.mean), "fallback requests per call").toBeLessThan(
+    band(sim.secondary.sd, n),
+  );
+  expect(Math.abs(r.success - sim.success), "success").toBeLessThan(band(spread, n));
+  return sim;
+}
+
+describe("the 2026 peers' stacks behave as the real packages do (fault server, p = 0.5)", () => {
+  let server: FaultServer;
+  beforeAll(async () => {
+    server = await startFaultServer();
+  });
+  afterAll(() => server.close());
+
+  const ai = () => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
+  const retrySame = () => error.isRetryable(true).retry({ delay: 1_000, backoffFactor: 2 });
+
+  it.each(["503", "429"] as const)(
+    "ai-retry 2.4, its README's retry, under %s",
+    async (fault) => {
+      const p = ai();
+      const n = 100;
+      // One retryable model per call: 2.4.0 shares its current model across concurrent
+      // calls on one instance (see peers/ai-retry.ts); the storm models one call's loop.
+      const r = await real(server, fault, n, () =>
+        generateText({
+          model: createRetryableModel({ model: p.chat("gpt-4o"), retries: [retrySame()] }),
+          prompt: "hi",
+          maxRetries: 0,
+        }),
+      );
+      const sim = await agree(aiRetry, fault, n, r);
+      expect(sim.primary.mean).toBeCloseTo(1.5, 1); // two attempts
+    },
+    30_000,
+  );
+
+  it.each(["503", "429"] as const)(
+    "ai-retry 2.4 with a fallback model, under %s at the primary",
+    async (fault) => {
+      const p = ai();
+      const n = 100;
+      const r = await real(server, fault, n, () =>
+        generateText({
+          model: createRetryableModel({
+            model: p.chat("gpt-4o"),
+            retries: [
+              httpStatus(529, "overloaded").switch({ model: p.chat("gpt-4o-mini") }),
+              retrySame(),
+              p.chat("gpt-4o-mini"),
+            ],
+          }),
+          prompt: "hi",
+          maxRetries: 0,
+        }),
+      );
+      await agree(aiRetryFallback, fault, n, r);
+    },
+    30_000,
+  );
+
+  const chat = (model: string) =>
+    new ChatOpenAI({ model, apiKey: "test", configuration: { baseURL: `${server.url}/v1` } });
+  /** The agent's answer, not the error text `onFailure: "continue"` answers with. */
+  const answeredByModel = (r: unknown) => {
+    const last = (r as { messages: { content: unknown }[] }).messages.at(-1)!;
+    return !String(last.content).startsWith("Model call failed after");
+  };
+
+  /** An agent's turn with `middleware`, against the fault server. */
+  const agent = (middleware: Parameters<typeof createAgent>[0]["middleware"]) => () =>
+    createAgent({ model: chat("gpt-4o"), tools: [], middleware }).invoke({
+      messages: [{ role: "user", content: "hi" }],
+    });
+
+  it.each(["503", "429"] as const)(
+    "LangChain v1 createAgent with modelRetryMiddleware(), under %s",
+    async (fault) => {
+      const n = 60;
+      const r = await real(server, fault, n, agent([modelRetryMiddleware()]), answeredByModel);
+      const sim = await agree(langchainV1, fault, n, r);
+      expect(sim.primary.mean).toBeCloseTo(1.75, 1); // three attempts, one request each
+    },
+    30_000,
+  );
+
+  it.each(["503", "429"] as const)(
+    "LangChain v1 with modelRetryMiddleware() then modelFallbackMiddleware(), under %s",
+    async (fault) => {
+      const n = 60;
+      const middleware = [modelRetryMiddleware(), modelFallbackMiddleware(chat("gpt-4o-mini"))];
+      const r = await real(server, fault, n, agent(middleware), answeredByModel);
+      await agree(langchainV1Fallback, fault, n, r);
+    },
+    30_000,
+  );
+
+  it.each(["503", "429"] as const)(
+    "the OpenAI Agents SDK 0.20 with its documented retry settings, under %s",
+    async (fault) => {
+      const n = 100;
+      const runner = new Runner({
+        modelProvider: new OpenAIProvider({ apiKey: "test", baseURL: `${server.url}/v1` }),
+      });
+      const agent = new Agent({
+        name: "a",
+        instructions: "be brief",
+        model: "gpt-4o",
+        modelSettings: {
+          retry: {
+            maxRetries: 4,
+            backoff: { initialDelayMs: 500, maxDelayMs: 5_000, multiplier: 2, jitter: true },
+            policy: retryPolicies.any(
+              retryPolicies.providerSuggested(),
+              retryPolicies.retryAfter(),
+              retryPolicies.networkError(),
+              retryPolicies.httpStatus([408, 409, 429, 500, 502, 503, 504]),
+            ),
+          },
+        },
+      });
+      const r = await real(server, fault, n, () => runner.run(agent, "hi"));
+      const sim = await agree(openaiAgents, fault, n, r);
+      // Up to 7 requests: the client's own 3 in the first runner attempt, then 4 more.
+      expect(sim.primary.mean).toBeCloseTo(2 - 2 ** -6, 1);
+    },
+    60_000,
+  );
+});
