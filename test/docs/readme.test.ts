@@ -84,6 +84,8 @@ describe("every TypeScript block in the README compiles and runs", () => {
   let server: FaultServer;
   let redis: TestRedis;
   let errors: Map<string, string[]>;
+  // Type-checking every block is CPU-bound: seconds alone, several times that on a machine
+  // busy with the rest of the suite.
   beforeAll(async () => {
     rmSync(DIR, { recursive: true, force: true });
     mkdirSync(DIR, { recursive: true });
@@ -91,7 +93,7 @@ describe("every TypeScript block in the README compiles and runs", () => {
     errors = typeErrors();
     server = await startFaultServer();
     redis = await startRedis();
-  });
+  }, 180_000);
   afterAll(async () => {
     await server?.close();
     await redis?.stop();
