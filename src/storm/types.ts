@@ -51,11 +51,16 @@ export class SimHttpError extends Error {
     retryAfterS?: number,
     headers: Record<string, string> = {},
   ) {
+    // A simulated answer has no stack worth keeping, and capturing one for each of the
+    // storm's hundreds of thousands of rejections is most of what they cost.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(
       reason === "quota"
         ? "You exceeded your current quota, please check your plan and billing details."
         : `simulated ${status} (${reason})`,
     );
+    Error.stackTraceLimit = limit;
     this.status = status;
     this.headers =
       retryAfterS === undefined ? headers : { ...headers, "retry-after": String(retryAfterS) };

@@ -20,9 +20,15 @@ export interface PeerLayer {
   readonly cancels: boolean;
 }
 
-/** A simulated attempt cut by the layer's own timeout. */
+/** A simulated attempt cut by the layer's own timeout (no stack: the storm makes many). */
 export class PeerTimeoutError extends Error {
   override name = "TimeoutError";
+  constructor(message: string) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(message);
+    Error.stackTraceLimit = limit;
+  }
 }
 
 /** What the peers read of an error, as their SDKs shape it (the storm's `SimHttpError`). */
