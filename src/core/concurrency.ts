@@ -48,18 +48,20 @@ export function isOverload(f: Failure | undefined): boolean {
  *   a rate limit lifts, goes out over a few round trips, not in one burst).
  * - An overload cuts it (the first arms it) to BETA of what was in flight when the failed
  *   attempt was sent, but only if that attempt was sent pushing at the limit (with at
- *   least BINDING of it in flight; unarmed, while held demand was being released, or
- *   when our timer cut it unanswered: it queued at the upstream for its whole window):
- *   the only overload this limit can be blamed for is one met while pushing at it.
- *   Failures met well below it (a share of requests failing whatever is sent, a smaller
- *   upstream) are the admission's to handle, and never drive it down. At most one cut
- *   per round trip: only an attempt sent after the last cut, once one sent after it was
- *   answered, cuts again.
- * - Answers grow it while it binds: by one per answer (doubling per round trip) up to
- *   the level of the last cut, or, after an episode that began with timeouts, up to what
- *   was in flight as answers came before it (the queue drained, that level is safe);
- *   then by about its square root per round trip. With no overload for QUIET_MS it lifts
- *   if the load is well below it, and grows by doubling again if not.
+ *   least BINDING of it in flight; unarmed, while held demand was being released, or when
+ *   most recent attempts were cut by our timer unanswered: they queued at the upstream for
+ *   their whole window): the only overload this limit can be blamed for is one met while
+ *   pushing at it. Failures met well below it (a share of requests failing whatever is
+ *   sent, a smaller upstream) are the admission's to handle, and never drive it down. At
+ *   most one cut per round trip: only an attempt sent after the last cut, once one sent
+ *   after it was answered, cuts again.
+ * - Answers grow it while it binds: by about its square root per round trip once it is at
+ *   its slow-start threshold, and by one per answer (doubling per round trip) below it.
+ *   A cut puts the threshold at the new limit, except after an episode that began with
+ *   timeouts: then at what was in flight as answers came before it (the queue drained, that
+ *   level is safe), until the upstream, answering again, is overloaded again. With no
+ *   overload for QUIET_MS it lifts if the load is well below it, and grows by doubling
+ *   again if not.
  *
  * Every number is a ratio or a count of outcomes but the quiet period.
  */
@@ -76,6 +78,9 @@ export class AdaptiveConcurrency {
   #paceN = 0;
   /** What was in flight as answers came before a queueing episode (0: none). */
   #wmax = 0;
+  /** The share of recent attempts (answers and timeouts) our timer cut, a moving average
+   * over about SAMPLE of them. */
+  #timedOut = 0;
 
   /** Unarmed, and never troubled: an answer only moves the pace (it needs no time). */
   get calm(): boolean {
@@ -92,6 +97,8 @@ export class AdaptiveConcurrency {
   ended(end: SlotEnd, sent: AtSend, inFlight: number, now: number): boolean {
     const f = end.failure;
     if (end.startedAt >= this.#cutAt && f === undefined) this.#answeredSinceCut = true;
+    const cutByUs = f?.kind === "timeout" && isOverload(f);
+    if (f === undefined || cutByUs) this.#timedOut += ((cutByUs ? 1 : 0) - this.#timedOut) / SAMPLE;
     if (isOverload(f)) {
       this.#troubleAt = now;
       this.#overloaded(end, sent, now);
@@ -113,18 +120,19 @@ export class AdaptiveConcurrency {
     const against = sent.limitAtSend;
     // Unarmed, the limit is only pace: releasing held demand pushes at it too.
     const unarmed = this.#limit === Number.POSITIVE_INFINITY;
-    // An attempt our timer cut unanswered waited its whole window in the upstream's queue:
-    // unlike a fast 503, that is our load showing, armed or not.
-    const queued = end.failure?.kind === "timeout";
+    // Most recent attempts waited their whole window in the upstream's queue until our timer
+    // cut them: unlike fast 503s, that is our load showing, even unarmed.
+    const queued = end.failure?.kind === "timeout" && this.#timedOut > 0.5;
     const pushing = level >= BINDING * against || (unarmed && (sent.heldAtSend || queued));
     if (!pushing) return;
     if (end.startedAt < this.#cutAt || !this.#answeredSinceCut) return;
     // A queue that filled (timeouts) drains, and the level it answered at before is safe
     // again: regrowth doubles back to it. Released held demand is no such level (#wmax 0).
     if (unarmed) this.#wmax = queued ? Math.max(this.#pace, this.#paceBefore) : 0;
-    // Regrown to that level and overloaded again: it was not safe, aim lower next time.
-    else if (this.#limit >= this.#wmax) this.#wmax = Math.floor(BETA * this.#wmax);
-    this.#limit = Math.max(1, Math.floor(BETA * Math.min(this.#limit, level)));
+    // Overloaded again once it answers again: it takes less than that level now.
+    else if (this.#timedOut <= 0.5) this.#wmax = 0;
+    // Of the limit in force (unarmed: the pace) or what was in flight, whichever is less.
+    this.#limit = Math.max(1, Math.floor(BETA * Math.min(this.limit, level)));
     this.#ssthresh = Math.max(this.#limit, this.#wmax);
     this.#cutAt = now;
     this.#answeredSinceCut = false;

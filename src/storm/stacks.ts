@@ -141,13 +141,19 @@ export const langchainV1Fallback: StormStack = {
   propagatesCancel: true,
   fallback: true,
   create: (ctx) =>
-    peerWith(ctx, (request, signal, loop) =>
-      runLayers([LANGCHAIN_V1_RETRY_OVER_FALLBACK], loop, signal, (s) =>
-        runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.provider.call(request, s2)).catch(() =>
-          runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => ctx.fallback.call(request, s2)),
-        ),
-      ),
-    ),
+    peerWith(ctx, (request, signal, loop) => {
+      // The app's timeout is each request's (the middleware sets none of its own).
+      const middleware = { clock: loop.clock, random: loop.random };
+      const once = (p: typeof ctx.provider, s: AbortSignal | undefined) =>
+        runLayers([ASYNC_CALLER_ONCE], loop, s, (s2) => p.call(request, s2));
+      return runLayers([LANGCHAIN_V1_RETRY_OVER_FALLBACK], middleware, signal, (s) =>
+        once(ctx.provider, s).catch((e: unknown) => {
+          // ChatOpenAI's _generate checks the signal first: nothing is sent after an abort.
+          if (s?.aborted) throw e;
+          return once(ctx.fallback, s);
+        }),
+      );
+    }),
 };
 
 /** ai-retry's README setup: retry the same model on retryable errors, 2 s, once. */

@@ -23,6 +23,12 @@ function binding(c: AdaptiveConcurrency, n: number, at: number) {
   }
 }
 
+/** `n` attempts sent at `at` with `inFlight` in flight, each cut by our timer 6 s later. */
+function timeouts(c: AdaptiveConcurrency, n: number, inFlight: number, at: number) {
+  for (let i = 0; i < n; i++)
+    c.ended({ startedAt: at, failure: TIMED_OUT }, sent(inFlight, c.limit), inFlight, at + 6_000);
+}
+
 /** `n` answers, each of an attempt sent at `at` with `inFlight` in flight. */
 function answer(c: AdaptiveConcurrency, n: number, inFlight: number, at: number, now = at + 1) {
   for (let i = 0; i < n; i++) c.ended({ startedAt: at }, sent(inFlight, c.limit), inFlight, now);
@@ -67,10 +73,13 @@ describe("AdaptiveConcurrency (rule 19)", () => {
     expect(c.limit).toBe(105);
   });
 
-  it("an attempt our timer cut unanswered arms it even unarmed and unheld: it waited its whole window in the queue", () => {
+  it("most recent attempts cut by our timer arm it even unarmed and unheld: they waited their whole window in the queue", () => {
     const c = new AdaptiveConcurrency();
     answer(c, 20, 100, 0);
-    c.ended({ startedAt: 5, failure: TIMED_OUT }, sent(120, 200), 300, 6_005);
+    // 13 timeouts in a row are not yet most of the last ~20 outcomes; the 14th is.
+    timeouts(c, 13, 120, 5);
+    expect(c.limit).toBe(200);
+    timeouts(c, 1, 120, 5);
     expect(c.limit).toBe(84);
     // A 429 is the rate limiter's: never a cut.
     const d = new AdaptiveConcurrency();
@@ -79,26 +88,35 @@ describe("AdaptiveConcurrency (rule 19)", () => {
     expect(d.limit).toBe(200);
   });
 
+  it("one long answer our timer cut, among answers, says nothing of the upstream's queue", () => {
+    const c = new AdaptiveConcurrency();
+    for (let i = 0; i < 200; i++) {
+      answer(c, 4, 100, i * 10);
+      c.ended({ startedAt: i * 10, failure: TIMED_OUT }, sent(100, c.limit), 100, i * 10 + 6_000);
+    }
+    expect(c.limit).toBe(200); // a fifth of outcomes timed out: never armed
+  });
+
   it("at most one cut per round trip: only an attempt sent after the last cut, once one was answered, cuts again", () => {
     const c = new AdaptiveConcurrency();
     answer(c, 20, 100, 0);
-    c.ended({ startedAt: 5, failure: TIMED_OUT }, sent(100, 200), 100, 100);
+    c.ended({ startedAt: 5, failure: OVERLOADED }, sent(100, 200, true), 100, 100);
     expect(c.limit).toBe(70);
     // Sent before the cut: the same episode's news.
-    c.ended({ startedAt: 50, failure: TIMED_OUT }, sent(70, 70), 70, 101);
+    c.ended({ startedAt: 50, failure: OVERLOADED }, sent(70, 70), 70, 101);
     expect(c.limit).toBe(70);
     // Sent after the cut, but nothing sent after it was answered yet.
-    c.ended({ startedAt: 150, failure: TIMED_OUT }, sent(70, 70), 70, 151);
+    c.ended({ startedAt: 150, failure: OVERLOADED }, sent(70, 70), 70, 151);
     expect(c.limit).toBe(70);
     c.ended({ startedAt: 160 }, sent(70, 70), 70, 170);
-    c.ended({ startedAt: 165, failure: TIMED_OUT }, sent(70, 70), 70, 171);
+    c.ended({ startedAt: 165, failure: OVERLOADED }, sent(70, 70), 70, 171);
     expect(c.limit).toBe(49);
   });
 
   it("after a queueing episode (timeouts), answers double it back to what was answered before; then growth slows to its square root", () => {
     const c = new AdaptiveConcurrency();
     answer(c, 20, 100, 0);
-    c.ended({ startedAt: 5, failure: TIMED_OUT }, sent(40, 200), 40, 100);
+    timeouts(c, 14, 40, 5);
     expect(c.limit).toBe(28);
     // Answers while it binds: one more each, up to the 100 answered before.
     binding(c, 72, 200);
@@ -108,39 +126,55 @@ describe("AdaptiveConcurrency (rule 19)", () => {
     expect(c.limit).toBeLessThan(102); // ~ +1/sqrt(l) an answer
   });
 
+  it("an overload while the queue still holds most attempts (timeouts) keeps that target", () => {
+    const c = new AdaptiveConcurrency();
+    answer(c, 20, 100, 0);
+    timeouts(c, 14, 40, 5);
+    expect(c.limit).toBe(28);
+    c.ended({ startedAt: 6_100 }, sent(28, 28), 28, 6_200);
+    timeouts(c, 1, 28, 6_150);
+    expect(c.limit).toBe(19);
+    binding(c, 81, 20_000);
+    expect(c.limit).toBe(100);
+  });
+
   it("after held demand overloaded it, growth above the cut level is slow from the start (that level was not safe)", () => {
     const c = new AdaptiveConcurrency();
     answer(c, 20, 100, 0);
     c.ended({ startedAt: 5, failure: OVERLOADED }, sent(40, 200, true), 40, 100);
     expect(c.limit).toBe(28);
-    answer(c, 10, 28, 200, 201);
+    binding(c, 10, 200);
     expect(c.limit).toBeLessThan(31);
   });
 
-  it("regrown to the level it aimed at and overloaded again, it aims lower: a smaller upstream is not probed forever", () => {
-    const c = new AdaptiveConcurrency();
-    answer(c, 20, 100, 0);
-    c.ended({ startedAt: 5, failure: TIMED_OUT }, sent(40, 200), 40, 100);
-    binding(c, 72, 200);
-    expect(c.limit).toBe(100);
-    c.ended({ startedAt: 300, failure: TIMED_OUT }, sent(100, 100), 100, 400);
-    expect(c.limit).toBe(70);
-    binding(c, 30, 500);
-    // The target fell to 70: growth above it is by its square root (slow start would be 100).
-    expect(c.limit).toBeLessThan(75);
+  it("overloaded again once it answers again, below or at that target, it drops the target: a smaller upstream is not probed forever", () => {
+    for (const at of [60, 100]) {
+      const c = new AdaptiveConcurrency();
+      answer(c, 20, 100, 0);
+      timeouts(c, 14, 40, 5); // the cut is at 6 005 ms
+      binding(c, at - 28, 7_000);
+      expect(c.limit).toBe(at);
+      answer(c, 40, at / 2 - 1, 8_000); // answers again, below the limit: it does not grow
+      c.ended({ startedAt: 9_000, failure: OVERLOADED }, sent(at, at), at, 9_100);
+      const cut = c.limit;
+      expect(cut).toBe(Math.floor(0.7 * at));
+      binding(c, 30, 10_000);
+      // Square-root growth from the cut (slow start back to 100 would add 30).
+      expect(c.limit - cut).toBeLessThan(6);
+    }
   });
 
   it("with no overload for 30 s and the load well below it, it lifts (no cap while nothing is wrong)", () => {
     const c = new AdaptiveConcurrency();
     answer(c, 20, 100, 0);
-    c.ended({ startedAt: 5, failure: TIMED_OUT }, sent(100, 200), 100, 1_000);
+    c.ended({ startedAt: 5, failure: OVERLOADED }, sent(100, 200, true), 100, 1_000);
     expect(c.limit).toBe(70);
     c.ended({ startedAt: 31_500 }, sent(10, 70), 10, 31_500);
     // Unarmed again: only pace, twice the most in flight as answers came.
     expect(c.limit).toBe(200);
   });
 
-  it("property: whatever the upstream answers, the limit is a number >= 1, and a cut leaves at most 0.7 of what was in flight at send", () => {
+  it("property: whatever the upstream answers, the limit is a number >= 1, a failure never raises it, and a cut leaves at most 0.7 of what was in flight at send", () => {
     const event = fc.record({
       kind: fc.constantFrom("ok", "overloaded", "timeout", "rate"),
       inFlight: fc.integer({ min: 0, max: 500 }),
@@ -167,7 +201,8 @@ describe("AdaptiveConcurrency (rule 19)", () => {
           c.ended({ startedAt: now - e.rtt, failure }, at, e.inFlight, now);
           const l = c.limit;
           if (Number.isNaN(l) || l < 1) return false;
-          // A failure moves the limit only by a cut (answers move the pace too).
+          // A failure never raises it, and moves it only by a cut (answers move the pace too).
+          if (failure !== undefined && l > before) return false;
           const cut = failure !== undefined && l < before;
           if (cut && l > Math.max(1, Math.floor(0.7 * at.inFlightAtSend))) return false;
         }

@@ -24,9 +24,10 @@ function hintMs(e: unknown, now: number): number | undefined {
  * httpStatus([408, 409, 429, 500, 502, 503, 504]))` (:704-794). An abort vetoes (:658);
  * `x-should-retry: false` is a hard veto (agents-openai retryAdvice.js:52-101, :713-721);
  * else a stateless request is retried on 408, 409, 429 and >= 500, on any error with a
- * wait hint, and on network errors, its timeouts included (APIConnectionTimeoutError,
- * :290-323). The wait is the hint, uncapped, else the backoff (:695-701). The runner sets
- * no timeout of its own (`timeoutMs` unset) and its waits end on an abort (:601-632).
+ * wait hint, and on network errors (:290-323), but not after a timeout: the client's
+ * timeout error carries the fetch's abort as its cause. The wait is the hint, uncapped,
+ * else the backoff (:695-701). The runner sets no timeout of its own (`timeoutMs` unset)
+ * and its waits end on an abort (:601-632).
  */
 export const OPENAI_AGENTS: PeerLayer = {
   name: "openai-agents runner",
@@ -34,16 +35,18 @@ export const OPENAI_AGENTS: PeerLayer = {
   timeoutMs: Number.POSITIVE_INFINITY,
   cancels: true,
   next(e, n, random, now) {
-    if (isAbort(e)) return undefined;
+    // A timeout too: openai 7.59's APIConnectionTimeoutError keeps the fetch's AbortError
+    // as its cause (client.js:888, :930), which the runner reads as an abort, an absolute
+    // veto (modelRetry.js:277-289, :400, :658).
+    if (isAbort(e) || isTimeout(e)) return undefined;
     const status = statusOf(e);
     if (header(e, "x-should-retry") === "false") return undefined;
     const hint = hintMs(e, now);
-    // providerSuggested() (a superset of the httpStatus list), retryAfter(), networkError().
+    // providerSuggested() (a superset of the httpStatus list), retryAfter().
     const retry =
       header(e, "x-should-retry") === "true" ||
       (status !== undefined && sdkRetryable(status)) ||
-      hint !== undefined ||
-      isTimeout(e);
+      hint !== undefined;
     if (!retry) return undefined;
     return hint ?? Math.round(Math.min(500 * 2 ** n, 5_000) * (0.875 + 0.25 * random()));
   },
@@ -54,7 +57,7 @@ export const OPENAI_AGENTS: PeerLayer = {
  * depends on; `OPENAI_NODE_7`): its own two retries in the first runner attempt, none in
  * the later ones. The runner switches the client's retries off only from its second
  * attempt (`shouldDisableProviderManagedRetry`: `attempt > 1`, modelRetry.js:137-142;
- * agents-openai openaiChatCompletionsModel.js:509-511): up to 3 + 4 = 7 requests a call.
+ * agents-openai openaiResponsesModel.js:1028-1030, openaiChatCompletionsModel.js:509-511): up to 3 + 4 = 7 requests a call.
  */
 export function openaiAgentsClient(runnerAttempt: number): PeerLayer {
   return runnerAttempt === 0 ? OPENAI_NODE_7 : { ...OPENAI_NODE_7, maxAttempts: 1 };
