@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +12,7 @@ const SRC = join(ROOT, "src");
 const CACHE = join(ROOT, "node_modules", ".cache");
 mkdirSync(CACHE, { recursive: true });
 const dir = mkdtempSync(join(CACHE, "liveness-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Runs `code` as a plain ES module script in a fresh Node process, as a user would. */
 async function script(name: string, code: string) {
