@@ -22,6 +22,7 @@ import { anthropicAnswer } from "./answers.ts";
 import { anthropicTranscript } from "./checks.ts";
 import { rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { scopedClient } from "./scope.ts";
 import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
 
 const OWNER = "anthropic.withBreakwater";
@@ -118,5 +119,5 @@ export function withBreakwater<C extends Anthropic>(
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: anthropicDialect,
   });
-  return client.withOptions({ maxRetries: 0, fetch }) as C;
+  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C);
 }

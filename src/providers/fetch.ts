@@ -44,6 +44,7 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import type { Dialect } from "./dialect.ts";
+import { gaveUp } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -365,6 +366,7 @@ async function unary(c: FetchCall): Promise<Response> {
     );
     return done.res;
   } catch (error) {
+    gaveUp(error);
     const answer = answerOf(error, undefined);
     if (answer !== undefined) return answer;
     // A bad answer (truncated, invalid): the SDK's read of it rejects with the OutputError.
@@ -456,6 +458,7 @@ async function streamed(c: FetchCall): Promise<Response> {
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte
   } catch (error) {
+    gaveUp(error);
     const answer = answerOf(error, current?.headers);
     if (answer !== undefined) return answer;
     throw error;

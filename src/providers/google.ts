@@ -16,6 +16,7 @@ import type { GoogleGenAI } from "@google/genai";
 import { ConfigError, type Usage } from "../index.ts";
 import { googleAnswer } from "./answers.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { scoped } from "./scope.ts";
 import { adapterOptions, FETCH_SPEC, overlay } from "./shared.ts";
 
 /** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
@@ -88,7 +89,9 @@ function through<T extends object>(module: T, fetch: typeof globalThis.fetch): T
           if (!isObject(params)) return v.apply(target, args);
           const config = (params.config ?? {}) as Obj;
           const httpOptions = { ...config.httpOptions, fetch, retryOptions: { attempts: 1 } };
-          return v.apply(target, [{ ...params, config: { ...config, httpOptions } }, ...rest]);
+          const sent = [{ ...params, config: { ...config, httpOptions } }, ...rest];
+          // Its errors are built from the body alone: the scope tells them how the call ended.
+          return scoped(() => v.apply(target, sent));
         });
       return calls.get(prop);
     },

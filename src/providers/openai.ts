@@ -23,6 +23,7 @@ import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
 import { type Lead, rewrite, stripLead } from "./dialect.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
+import { scopedClient } from "./scope.ts";
 import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
 
 const OWNER = "openai.withBreakwater";
@@ -201,5 +202,5 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: openaiDialect(includeUsage),
   });
-  return client.withOptions({ maxRetries: 0, fetch }) as C;
+  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C);
 }

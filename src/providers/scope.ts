@@ -1,0 +1,68 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { failureOf, ledgerOf, partialOf, reasonOf } from "../index.ts";
+import { tagError } from "../internal.ts";
+
+/** One SDK method call: the last give-up of the requests it sent through the fetch layer. */
+interface Scope {
+  gaveUp: unknown;
+}
+
+const scopes = new AsyncLocalStorage<Scope>();
+
+/** The fetch layer gave up on a request: the SDK method it belongs to will reject, with an
+ * error of its own the outcome may not reach (it rebuilds errors from the body, or turns a
+ * rejected fetch into its own timeout or abort class). */
+export function gaveUp(error: unknown): void {
+  const scope = scopes.getStore();
+  if (scope !== undefined) scope.gaveUp = error;
+}
+
+/** `error`, given the outcome of the scope's last give-up when it carries none of its own
+ * (`reasonOf`, `ledgerOf`, `failureOf`, `partialOf` then read it on the SDK's own class). */
+function carry(scope: Scope, error: unknown): void {
+  const from = scope.gaveUp;
+  if (from === undefined || reasonOf(error) !== undefined) return;
+  const reason = reasonOf(from);
+  const ledger = ledgerOf(from);
+  if (reason !== undefined && ledger !== undefined)
+    tagError(error, reason, ledger, failureOf(from), partialOf(from));
+}
+
+/**
+ * Runs one SDK method call in a scope of its own, so the error it rejects with tells how
+ * breakwater ended it, whatever class the SDK gives it (rule 8). A method that returns no
+ * promise is left as it is.
+ */
+export function scoped<T>(call: () => T): T {
+  const scope: Scope = { gaveUp: undefined };
+  const result = scopes.run(scope, call);
+  if (!(result instanceof Promise)) return result;
+  return result.catch((error: unknown) => {
+    carry(scope, error);
+    throw error;
+  }) as T;
+}
+
+type Stainless = {
+  makeRequest(...args: unknown[]): Promise<unknown>;
+  withOptions(options: unknown): Stainless;
+};
+
+/**
+ * An openai or anthropic client (the Stainless SDKs) whose every request runs in a scope:
+ * `makeRequest` is what every method, paginated list and helper goes through; the clients
+ * `withOptions` makes from it are scoped too.
+ */
+export function scopedClient<C>(client: C): C {
+  const c = client as unknown as Stainless;
+  if (typeof c.makeRequest !== "function" || typeof c.withOptions !== "function") return client;
+  const makeRequest = c.makeRequest;
+  const withOptions = c.withOptions;
+  c.makeRequest = function (this: Stainless, ...args: unknown[]) {
+    return scoped(() => makeRequest.apply(this, args));
+  };
+  c.withOptions = function (this: Stainless, options: unknown) {
+    return scopedClient(withOptions.call(this, options));
+  };
+  return client;
+}
