@@ -22,6 +22,9 @@ export interface AttemptRecord {
   readonly usage?: Usage;
   /** The upstream that answered it, when a call spans several (a fallback chain). */
   readonly upstream?: string;
+  /** The model that answered, as its answer names it (a dated snapshot of the one asked
+   * for, or another a router chose). */
+  readonly responseModel?: string;
   /** Its price, when it differs from the ledger's (an upstream with another model). */
   readonly price?: Price | undefined;
 }

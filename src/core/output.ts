@@ -98,14 +98,18 @@ export function checkOutput<T>(
   o: OutputOptions<T>,
 ): OutputError | undefined | Promise<OutputError | undefined> {
   let answer: unknown = result;
+  // Read only when a verdict needs it: a stream's whole answer costs a parse of every event.
+  const read = () => (o.answerOf ? o.answerOf(result) : result);
   try {
-    answer = o.answerOf ? o.answerOf(result) : result;
-    if (o.truncated?.(result))
+    if (o.truncated?.(result)) {
+      answer = read();
       return new OutputError("truncated", "the answer stopped at the token limit", {
         text: text(answer),
       });
+    }
     const check = o.validate;
     if (check === undefined) return undefined;
+    answer = read();
     if (answer === undefined || answer === null || answer === "")
       return new OutputError("empty", "the answer is empty", { text: text(answer) });
     if (!isStandardSchema(check)) return fromCheck(check(answer), answer);

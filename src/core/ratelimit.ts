@@ -1,5 +1,6 @@
 import { readHeader } from "./headers.ts";
 import { parseResetValue } from "./retry-after.ts";
+import { get, isA } from "./safe.ts";
 
 /** One limit as a provider states it on a response. */
 export interface LimitState {
@@ -101,8 +102,9 @@ const DURATION_RESETS = SOURCES.filter((s) => s.form === "duration").flatMap((s)
  */
 export function parseRateLimitReset(headers: unknown): number | undefined {
   let hint: number | undefined;
+  const read = readerOf(headers);
   for (const name of DURATION_RESETS) {
-    const raw = readHeader(headers, name);
+    const raw = read(name);
     const ms = raw === undefined ? undefined : parseResetValue(raw);
     if (ms !== undefined) hint = Math.max(hint ?? 0, ms);
   }
@@ -131,18 +133,52 @@ function resetAt(v: string | undefined, nowMs: number, form: ResetForm): number 
   return ms === undefined ? undefined : nowMs + ms;
 }
 
+/** Reads one header of a bag by its lower-case name. */
+type Read = (name: string) => string | undefined;
+
 /** The first reset of `source` that reads. */
-function firstReset(headers: unknown, source: Source, nowMs: number): number | undefined {
+function firstReset(read: Read, source: Source, nowMs: number): number | undefined {
   for (const name of source.reset) {
-    const at = resetAt(readHeader(headers, name), nowMs, source.form);
+    const at = resetAt(read(name), nowMs, source.form);
     if (at !== undefined) return at;
   }
   return undefined;
 }
 
-const anthropicSplit = (headers: unknown) =>
-  readHeader(headers, "anthropic-ratelimit-input-tokens-limit") !== undefined ||
-  readHeader(headers, "anthropic-ratelimit-output-tokens-limit") !== undefined;
+const anthropicSplit = (read: Read) =>
+  read("anthropic-ratelimit-input-tokens-limit") !== undefined ||
+  read("anthropic-ratelimit-output-tokens-limit") !== undefined;
+
+const RATE_NAME = /rate-?limit/i;
+
+/**
+ * The bag's rate-limit headers, read in one pass: a response has a few dozen headers, and
+ * asking a fetch `Headers` for each of the table's thirty names costs more than walking it
+ * once. Undefined when the bag cannot be walked (each name is then asked for).
+ */
+function gather(headers: unknown): Map<string, string> | undefined {
+  if (headers === null || typeof headers !== "object") return undefined;
+  const out = new Map<string, string>();
+  try {
+    // A fetch Headers (what an answer carries); anything else is asked name by name.
+    if (isA(headers, Map)) return undefined;
+    const each = get(headers, "forEach");
+    if (typeof each !== "function" || typeof get(headers, "get") !== "function") return undefined;
+    each.call(headers, (value: unknown, key: unknown) => {
+      if (typeof key === "string" && typeof value === "string" && RATE_NAME.test(key))
+        out.set(key.toLowerCase(), value);
+    });
+  } catch {
+    return undefined;
+  }
+  return out;
+}
+
+/** A reader of `headers`: from one pass over them where they can be walked. */
+function readerOf(headers: unknown): Read {
+  const all = gather(headers);
+  return all === undefined ? (name) => readHeader(headers, name) : (name) => all.get(name);
+}
 
 /**
  * Reads a response's rate-limit headers, from OpenAI, Azure OpenAI, Anthropic, Groq,
@@ -156,16 +192,19 @@ export function parseRateLimitHeaders(
 ): RateLimitState {
   if (!Number.isFinite(nowMs)) nowMs = Date.now();
   const out: { -readonly [K in Dimension]?: LimitState } = {};
+  const all = gather(headers);
+  if (all !== undefined && all.size === 0) return out; // nothing said of limits
+  const read: Read = all === undefined ? (name) => readHeader(headers, name) : (n) => all.get(n);
   for (const source of SOURCES) {
     const dim = source.dim;
     if (out[dim] !== undefined) continue; // the first provider that speaks wins
-    const limit = count(readHeader(headers, source.limit));
-    const remaining = count(readHeader(headers, source.remaining));
-    const reset = firstReset(headers, source, nowMs);
+    const limit = count(read(source.limit));
+    const remaining = count(read(source.remaining));
+    const reset = firstReset(read, source, nowMs);
     if (limit === undefined && remaining === undefined && reset === undefined) continue;
     // Anthropic's "tokens" is the most restrictive of its input and output limits, not
     // their sum: with those two known, it would only double-count.
-    if (source.limit === "anthropic-ratelimit-tokens-limit" && anthropicSplit(headers)) continue;
+    if (source.limit === "anthropic-ratelimit-tokens-limit" && anthropicSplit(read)) continue;
     out[dim] = {
       ...(limit !== undefined && { limit }),
       ...(remaining !== undefined && { remaining }),

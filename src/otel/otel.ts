@@ -65,9 +65,16 @@ const OTEL_SPEC = {
 
 const BREAKER_STATE = { closed: 0, "half-open": 1, open: 2 } as const;
 
-/** An error's message, masked: what is exported never carries a key (rule 10). */
+/** An error's class, as its caller would name it: its constructor's name (SDKs leave
+ * `.name` as "Error"), else its `name`. */
+function className(error: Error): string {
+  const c = (error as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof c === "string" && c !== "" && c !== "Error" && c !== "Object" ? c : error.name;
+}
+
+/** An error's class and message, masked: what is exported never carries a key (rule 10). */
 const safeMessage = (error: unknown): string =>
-  redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  redact(error instanceof Error ? `${className(error)}: ${error.message}` : String(error));
 
 /** Attributes a failure adds, in the conventions' words where they have some. */
 function failureAttributes(f: Failure | undefined): Attributes {
@@ -99,11 +106,16 @@ function instruments(meter: Meter) {
       unit: "ms",
     }),
     tokens: meter.createHistogram("gen_ai.client.token.usage", {
-      description: "Tokens of the successful attempt, by type",
+      description:
+        "Tokens of a logical call's answer, by type (failed attempts' are breakwater.tokens.wasted)",
       unit: "{token}",
     }),
+    duration: meter.createHistogram("gen_ai.client.operation.duration", {
+      description: "How long a logical call took, its retries and waits included",
+      unit: "s",
+    }),
     wasted: meter.createCounter("breakwater.tokens.wasted", {
-      description: "Tokens billed for failed attempts",
+      description: "Tokens billed for failed attempts, by type (what retries cost)",
       unit: "{token}",
     }),
     billed: meter.createCounter("breakwater.tokens.billed", {
@@ -142,13 +154,16 @@ export function otel(options: OtelOptions = {}): Observer & {
   return {
     call(info) {
       const parent = context.active();
-      const name = info.model === undefined ? operation : `${operation} ${info.model}`;
+      // The request's own names win over the observer's defaults.
+      const op = info.operation ?? operation;
+      const served = info.provider ?? provider;
+      const name = info.model === undefined ? op : `${op} ${info.model}`;
       const span = tracer.startSpan(name, { kind: SpanKind.CLIENT }, parent);
       // Unsampled and unmeasured (no provider registered): nothing more to do, or to pay.
       if (!span.isRecording() && !measuring) return undefined;
       const attributes: Attributes = {
-        "gen_ai.operation.name": operation,
-        ...(provider !== undefined && { "gen_ai.provider.name": provider }),
+        "gen_ai.operation.name": op,
+        ...(served !== undefined && { "gen_ai.provider.name": served }),
         ...(info.model !== undefined && { "gen_ai.request.model": info.model }),
         ...(info.upstream !== undefined && { "breakwater.upstream": info.upstream }),
         "breakwater.stream": info.stream,
@@ -183,7 +198,11 @@ function watchCall(
   base: Attributes,
 ): CallWatch {
   const callContext = trace.setSpan(parent, span);
+  const started = performance.now();
+  // What every point of this call carries (the conventions' Required and Conditionally
+  // Required attributes of the GenAI client metrics).
   const metricAttrs: Attributes = {
+    "gen_ai.operation.name": base["gen_ai.operation.name"],
     ...(base["gen_ai.request.model"] !== undefined && {
       "gen_ai.request.model": base["gen_ai.request.model"],
     }),
@@ -201,7 +220,7 @@ function watchCall(
       });
       m.wait.record(ms, { ...metricAttrs, "breakwater.wait_why": why });
     },
-    end: (outcome) => endCall(m, span, metricAttrs, outcome),
+    end: (outcome) => endCall(m, span, metricAttrs, outcome, started),
   };
 }
 
@@ -231,9 +250,9 @@ function watchAttempt(
         "breakwater.outcome": record.outcome,
         "breakwater.wait_before_ms": record.waitMs,
         ...failureAttributes(record.failure),
-        ...(record.usage && {
-          "gen_ai.usage.input_tokens": record.usage.inputTokens,
-          "gen_ai.usage.output_tokens": record.usage.outputTokens,
+        ...usageAttributes(record.usage),
+        ...(record.responseModel !== undefined && {
+          "gen_ai.response.model": record.responseModel,
         }),
       });
       if (record.outcome === "failed") attempt.setStatus({ code: SpanStatusCode.ERROR });
@@ -247,41 +266,87 @@ function watchAttempt(
   };
 }
 
-/** The call's span ends: what it cost, and why it gave up when it did. */
-function endCall(m: Instruments, span: Span, metricAttrs: Attributes, outcome: CallEnd): void {
-  const { ledger } = outcome;
-  const attempts = ledger.attempts.length;
-  span.setAttributes({
-    "breakwater.attempts": attempts,
-    "gen_ai.usage.input_tokens": ledger.usage.inputTokens,
-    "gen_ai.usage.output_tokens": ledger.usage.outputTokens,
-    "breakwater.wasted.input_tokens": ledger.wasted.inputTokens,
-    "breakwater.wasted.output_tokens": ledger.wasted.outputTokens,
-  });
-  m.perCall.record(attempts, metricAttrs);
-  recordTokens(m, ledger, metricAttrs);
-  if (!outcome.ok) {
-    span.setAttributes({
-      "breakwater.give_up_reason": outcome.reason,
-      ...failureAttributes(outcome.failure),
-    });
-    // Redacted: what is exported never carries a key (rule 10).
-    span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(outcome.error) });
-    m.giveUps.add(1, { ...metricAttrs, "breakwater.give_up_reason": outcome.reason });
-  }
-  span.end();
+/** Usage as the conventions count it, when it is known: absent (not 0) when the provider
+ * never said. */
+function usageAttributes(u: { inputTokens: number; outputTokens: number } | undefined): Attributes {
+  return u === undefined
+    ? {}
+    : { "gen_ai.usage.input_tokens": u.inputTokens, "gen_ai.usage.output_tokens": u.outputTokens };
 }
 
-function recordTokens(m: Instruments, ledger: CallEnd["ledger"], attrs: Attributes): void {
+/** The call's span ends: what it cost, and why it gave up when it did. The span of a call
+ * an adapter hands to its SDK ends once the SDK's own error is known, named by its class. */
+function endCall(
+  m: Instruments,
+  span: Span,
+  metricAttrs: Attributes,
+  outcome: CallEnd,
+  started: number,
+): void {
+  const { ledger } = outcome;
+  const attempts = ledger.attempts.length;
+  const answered = ledger.attempts.findLast((a) => a.outcome === "ok");
+  const model = ledger.attempts.findLast((a) => a.responseModel !== undefined)?.responseModel;
+  const wasted = ledger.attempts.some((a) => a.outcome === "failed" && a.usage !== undefined);
+  span.setAttributes({
+    "breakwater.attempts": attempts,
+    ...usageAttributes(answered?.usage),
+    ...(model !== undefined && { "gen_ai.response.model": model }),
+    ...(wasted && {
+      "breakwater.wasted.input_tokens": ledger.wasted.inputTokens,
+      "breakwater.wasted.output_tokens": ledger.wasted.outputTokens,
+    }),
+  });
+  const attrs =
+    model === undefined ? metricAttrs : { ...metricAttrs, "gen_ai.response.model": model };
+  m.perCall.record(attempts, metricAttrs);
+  recordTokens(m, ledger, attrs, answered?.usage !== undefined);
+  const seconds = (performance.now() - started) / 1000;
+  if (outcome.ok) {
+    m.duration.record(seconds, attrs);
+    span.end();
+    return;
+  }
+  span.setAttributes({
+    "breakwater.give_up_reason": outcome.reason,
+    ...failureAttributes(outcome.failure),
+  });
+  const errorType = outcome.failure?.kind ?? outcome.reason;
+  m.duration.record(seconds, { ...attrs, "error.type": errorType });
+  m.giveUps.add(1, { ...metricAttrs, "breakwater.give_up_reason": outcome.reason });
+  const close = (error: unknown) => {
+    // Redacted: what is exported never carries a key (rule 10).
+    span.setStatus({ code: SpanStatusCode.ERROR, message: safeMessage(error) });
+    span.end();
+  };
+  const seen = outcome.seenAs;
+  if (seen === undefined) close(outcome.error);
+  else
+    seen.then(
+      (e) => close(e ?? outcome.error),
+      () => close(outcome.error),
+    );
+}
+
+function recordTokens(
+  m: Instruments,
+  ledger: CallEnd["ledger"],
+  attrs: Attributes,
+  known: boolean,
+): void {
   const { usage, wasted, billed } = ledger;
-  if (usage.inputTokens > 0)
+  // Per operation (semantic-conventions#4025 leaves it open): one point per logical call,
+  // for the answer it got; what failed attempts burned is breakwater.tokens.wasted.
+  if (known) {
     m.tokens.record(usage.inputTokens, { ...attrs, "gen_ai.token.type": "input" });
-  if (usage.outputTokens > 0)
     m.tokens.record(usage.outputTokens, { ...attrs, "gen_ai.token.type": "output" });
-  const total = (u: { inputTokens: number; outputTokens: number }) =>
-    u.inputTokens + u.outputTokens;
-  if (total(wasted) > 0) m.wasted.add(total(wasted), attrs);
-  if (total(billed) > 0) m.billed.add(total(billed), attrs);
+  }
+  if (wasted.inputTokens > 0)
+    m.wasted.add(wasted.inputTokens, { ...attrs, "gen_ai.token.type": "input" });
+  if (wasted.outputTokens > 0)
+    m.wasted.add(wasted.outputTokens, { ...attrs, "gen_ai.token.type": "output" });
+  const total = billed.inputTokens + billed.outputTokens;
+  if (total > 0) m.billed.add(total, attrs);
   const cost = ledger.cost?.billed;
   if (cost !== undefined && cost > 0) m.cost.add(cost, attrs);
 }

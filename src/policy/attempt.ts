@@ -113,6 +113,13 @@ export class Attempt implements AbortWatcher {
       this.arm(ms, attemptCause(startedAt, owner.attemptTimeoutMs, deadline));
   }
 
+  /** The model that answered, as the answer names it. */
+  responseModel: string | undefined;
+
+  answeredBy(model: string): void {
+    if (typeof model === "string" && model !== "") this.responseModel = model;
+  }
+
   /** A call takes over an attempt begun without one (the lean path of `execute`, which
    * makes its Call only when the first attempt fails). Same clock, signal and deadline. */
   adopt(owner: AttemptOwner): void {

@@ -36,6 +36,9 @@ export interface AttemptContext {
   readonly deadline: number;
   /** Time this attempt may take: min(attempt timeout, call deadline, run share). */
   readonly remainingMs: number;
+  /** The model that answered, as the answer names it (`gen_ai.response.model` in
+   * telemetry, `responseModel` in the ledger). */
+  answeredBy(model: string): void;
 }
 
 /** Per-call options of `execute` and `stream`. */
@@ -66,6 +69,19 @@ export interface CallOptions {
   /** Where this call stands in the rate limiter's queue: higher goes first (a critical
    * step). @default the run's priority, else 0 */
   priority?: number;
+  /** The model this call asks for (the request's): names the call in telemetry and in its
+   * ledger, and prices it when the policy has a price for it. @default the policy's `model` */
+  model?: string;
+  /** Who serves it, in the GenAI conventions' words ("openai", "anthropic", "gcp.gemini",
+   * ...): for telemetry. @default unnamed */
+  provider?: string;
+  /** What it asks for ("chat", "embeddings", "text_completion", ...): for telemetry.
+   * @default the observer's */
+  operation?: string;
+  /** The error the caller will be handed, when an adapter hands the answer the policy gave
+   * up on to an SDK that raises its own (its class is what telemetry names). Settles with
+   * undefined when the caller got the policy's own error or a value. */
+  seenAs?: PromiseLike<unknown>;
   /** Opt-in: a retry the admission or the breaker refuses waits and asks again while the
    * call's deadline allows, instead of giving up at once (a call with no deadline never
    * waits). Off by default: in the storm it kept a metastable overload going (refused
@@ -103,6 +119,13 @@ export const CALL_SPEC = {
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
   upstream: opt.str(),
+  model: opt.str(),
+  provider: opt.str(),
+  operation: opt.str(),
+  seenAs: opt.any<PromiseLike<unknown>>(
+    (x) => typeof (x as PromiseLike<unknown> | null)?.then === "function",
+    "a promise",
+  ),
   cost: opt.object({
     inputTokens: opt.num({ min: 0, default: 0 }),
     outputTokens: opt.num({ min: 0, default: 0 }),
@@ -192,7 +215,13 @@ export class Call implements AttemptOwner, GateRequest {
       this.deadline.at !== Number.POSITIVE_INFINITY;
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
     if (o.observe !== undefined) {
-      const info = { stream, model: o.model, upstream: options?.upstream };
+      const info = {
+        stream,
+        model: options?.model ?? o.model,
+        upstream: options?.upstream,
+        provider: options?.provider,
+        operation: options?.operation,
+      };
       this.#watch = runHook(this, "observe", () => o.observe!.call(info), undefined);
     }
   }
@@ -205,7 +234,12 @@ export class Call implements AttemptOwner, GateRequest {
   /** Made on first use: a call that succeeds with nobody watching (no run, no onSuccess,
    * no stream) never builds one, which keeps the success path cheap. */
   get ledger(): Ledger {
-    this.#ledger ??= new Ledger(this.#startedAt, this.#o.model, this.#o.price);
+    const model = this.#options?.model;
+    // A call's own model (the request's) is priced as the policy prices it, when it can.
+    const prices = this.#o.prices;
+    const price =
+      model === undefined || !Object.hasOwn(prices, model) ? this.#o.price : prices[model];
+    this.#ledger ??= new Ledger(this.#startedAt, model ?? this.#o.model, price);
     return this.#ledger;
   }
 
@@ -507,6 +541,8 @@ export class Call implements AttemptOwner, GateRequest {
     };
     if (f) a.failure = f;
     if (usage) a.usage = usage;
+    const answeredBy = this.#attempt?.responseModel;
+    if (answeredBy !== undefined) a.responseModel = answeredBy;
     const upstream = this.#options?.upstream;
     if (upstream !== undefined) a.upstream = upstream;
     if (this.#o.price !== this.ledger.price) a.price = this.#o.price;
@@ -544,7 +580,8 @@ export class Call implements AttemptOwner, GateRequest {
     }
     const watch = this.#watch;
     if (watch !== undefined) {
-      const end = { ok: false as const, reason, failure: f, error: thrown, ledger };
+      const seenAs = this.#options?.seenAs;
+      const end = { ok: false as const, reason, failure: f, error: thrown, ledger, seenAs };
       runHook(this, "observe", () => watch.end(end), undefined);
     }
     throw thrown;

@@ -10,6 +10,10 @@ export interface CallInfo {
   readonly model: string | undefined;
   /** The upstream this call goes to (a fallback chain names it). */
   readonly upstream: string | undefined;
+  /** Who serves it (`CallOptions.provider`), when the caller says. */
+  readonly provider?: string | undefined;
+  /** What it asks for (`CallOptions.operation`), when the caller says. */
+  readonly operation?: string | undefined;
 }
 
 /** How a call ended. */
@@ -21,6 +25,9 @@ export type CallEnd =
       readonly failure: Failure | undefined;
       readonly error: unknown;
       readonly ledger: Ledger;
+      /** The error the caller will be handed instead of `error`, when an adapter hands the
+       * answer to an SDK that raises its own (`CallOptions.seenAs`). */
+      readonly seenAs?: PromiseLike<unknown> | undefined;
     };
 
 /** One attempt, watched. */

@@ -135,6 +135,8 @@ export interface ResolvedOptions extends RetryRules {
   readonly classify: ((error: unknown, nowMs: number) => Failure | undefined) | undefined;
   readonly model: string | undefined;
   readonly price: Price | undefined;
+  /** Prices per model, for a call that names its own. */
+  readonly prices: Readonly<Record<string, Price>>;
   readonly usage: ((value: unknown) => Partial<Usage> | undefined) | undefined;
   readonly onRetry: PolicyOptions["onRetry"];
   readonly onGiveUp: PolicyOptions["onGiveUp"];
@@ -313,5 +315,6 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     clock: time,
     random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],
+    prices,
   });
 }

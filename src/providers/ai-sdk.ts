@@ -29,7 +29,14 @@ import { aiSdkAnswer } from "./answers.ts";
 import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
 import { prefillOf } from "./continuation.ts";
 import { type Lead, stripLead } from "./dialect.ts";
-import { ADAPTER_SPEC, type AdapterOptions, adapterOptions, asPolicy, runFor } from "./shared.ts";
+import {
+  ADAPTER_SPEC,
+  type AdapterOptions,
+  adapterOptions,
+  asPolicy,
+  genAiProvider,
+  runFor,
+} from "./shared.ts";
 
 /** What `breakwaterMiddleware` takes: the policy and run, output checks, the context window, continuation. */
 export interface AiSdkMiddlewareOptions extends AdapterOptions {
@@ -111,12 +118,16 @@ function rawError(raw: unknown): unknown {
   return undefined;
 }
 
-async function* iterate<T>(stream: ReadableStream<T>): AsyncGenerator<T> {
+/** The parts as they come; a `response-metadata` part names the model that answered. */
+async function* iterate<T>(stream: ReadableStream<T>, ctx: AttemptContext): AsyncGenerator<T> {
   const reader = stream.getReader();
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return;
+      const part = value as { type?: unknown; modelId?: unknown };
+      if (part?.type === "response-metadata" && typeof part.modelId === "string")
+        ctx.answeredBy(part.modelId);
       yield value;
     }
   } finally {
@@ -156,7 +167,13 @@ export function breakwaterMiddleware(
     wrapGenerate: ({ params, model }) => {
       const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) return Promise.reject(refused); // nothing sent, nothing spent
-      return p.execute((ctx) => model.doGenerate({ ...params, abortSignal: ctx.signal }), {
+      const answered = async (ctx: AttemptContext) => {
+        const r = await model.doGenerate({ ...params, abortSignal: ctx.signal });
+        if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
+        return r;
+      };
+      return p.execute(answered, {
+        ...labels(model),
         ...(params.abortSignal && { signal: params.abortSignal }),
         ...runFor(options),
         usage: aiSdkUsage,
@@ -175,6 +192,16 @@ export function breakwaterMiddleware(
 type Params = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["params"];
 type Model = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["model"];
 type Part = LanguageModelV4StreamPart;
+
+/** What a call of `model` is, as telemetry names it. */
+function labels(model: Model): { model?: string; provider?: string; operation: string } {
+  const provider = genAiProvider(model.provider);
+  return {
+    ...(typeof model.modelId === "string" && { model: model.modelId }),
+    ...(provider !== undefined && { provider }),
+    operation: "chat",
+  };
+}
 
 /** One streamed call of the middleware: what it streams, how it is checked, whether a
  * break may continue (Anthropic models take a last assistant message as a prefill). */
@@ -201,9 +228,10 @@ async function guardedParts(p: Policy, c: StreamCall) {
       abortSignal: ctx.signal,
     });
     if (first) meta = rest;
-    return iterate(stream);
+    return iterate(stream, ctx);
   };
   const guarded = p.stream<Part>(open(params.prompt, true), {
+    ...labels(model),
     ...(params.abortSignal && { signal: params.abortSignal }),
     ...c.run,
     inspect: aiSdkInBand,

@@ -89,6 +89,17 @@ export const anthropicDialect: Dialect = {
     return event;
   },
   marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
+  provider: "anthropic",
+  operation: (url) => (/\/messages(?:$|\?)/.test(url) ? "chat" : undefined),
+  // A message, or a stream's `message_start`.
+  responseModel: (json) => {
+    const m = isObject(json)
+      ? json.type === "message_start"
+        ? json.message?.model
+        : json.model
+      : undefined;
+    return typeof m === "string" ? m : undefined;
+  },
   isContent: (json) => isAnthropicContent(json),
   inBand: (json, event) =>
     event.event === "error" || (isObject(json) && json.type === "error")

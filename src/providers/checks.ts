@@ -63,6 +63,9 @@ export function replyChecks<R>(
 }
 
 /** Output options over a stream's events (parsed), or undefined when nothing is checked. */
+/** How many of a stream's last events hold its finish reason, whatever the provider. */
+const TAIL = 8;
+
 export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
@@ -74,8 +77,10 @@ export function streamChecks<E>(
   const read = (events: readonly E[]) => answer(events.map(json));
   return {
     answerOf: (events) => read(events).text,
+    // The finish reason is in the last events (the usage chunk may follow it): no need to
+    // parse the whole stream to read it.
     truncated: (events) =>
-      c.truncation === "error" && TRUNCATED_FINISH.has(read(events).finish ?? ""),
+      c.truncation === "error" && TRUNCATED_FINISH.has(read(events.slice(-TAIL)).finish ?? ""),
     ...(c.validate !== undefined && { validate: c.validate }),
   };
 }

@@ -31,6 +31,32 @@ export interface Dialect extends CheckDialect {
   /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
    * an error (most chunks are neither). Default: every event. */
   marks?: { usage?: RegExp; error?: RegExp };
+  /** Who serves it, in the GenAI conventions' words (`gen_ai.provider.name`). */
+  provider?: string;
+  /** What a request asks for (`gen_ai.operation.name`): "chat", "embeddings", ... */
+  operation?(url: string): string | undefined;
+  /** The model a request asks for. Default: the body's `model`. */
+  model?(url: string, body: unknown): string | undefined;
+  /** The model that answered, from a JSON answer or a stream event. Default: `model`. */
+  responseModel?(json: unknown): string | undefined;
+}
+
+const str = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);
+
+/** The model a request asks for: the dialect's reading, else the body's `model`. */
+export function requestModel(
+  d: Dialect | undefined,
+  url: string,
+  body: unknown,
+): string | undefined {
+  if (d?.model !== undefined) return d.model(url, body);
+  return str((body as { model?: unknown } | null | undefined)?.model);
+}
+
+/** The model that answered: the dialect's reading, else the answer's `model`. */
+export function answeringModel(d: Dialect | undefined, json: unknown): string | undefined {
+  if (d?.responseModel !== undefined) return d.responseModel(json);
+  return str((json as { model?: unknown } | null | undefined)?.model);
 }
 
 /** Whitespace the prefix was trimmed of (`strip`), and how much of it the continuation's

@@ -19,6 +19,7 @@
  * @module breakwater/fetch
  */
 import {
+  type AttemptContext,
   type CallOptions,
   ConfigError,
   failureOf,
@@ -43,8 +44,8 @@ import {
   streamChecks,
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
-import type { Dialect } from "./dialect.ts";
-import { gaveUp } from "./scope.ts";
+import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
+import { gaveUp, seenAs } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -245,7 +246,10 @@ type Send = (req: Outgoing, attempt: number, signal: AbortSignal) => Promise<Res
 interface FetchCall {
   readonly policy: Policy;
   readonly outgoing: Outgoing;
-  readonly callOptions: Pick<CallOptions, "signal" | "run" | "cost" | "priority">;
+  readonly callOptions: Pick<
+    CallOptions,
+    "signal" | "run" | "cost" | "priority" | "model" | "provider" | "operation" | "seenAs"
+  >;
   readonly send: Send;
   readonly dialect: Dialect | undefined;
   readonly checks: Checks;
@@ -264,7 +268,10 @@ function sender(options: GuardedFetchOptions, p: Policy): Send {
   const transport: Promise<Transport> | undefined =
     (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
   return async (req, attempt, signal) => {
-    const headers = new Headers(req.init.headers);
+    // The SDKs hand a Headers of their own, made for this request: set the attempt there
+    // rather than copy it for every attempt.
+    const given = req.init.headers;
+    const headers = given instanceof Headers ? given : new Headers(given);
     if (headers.has("x-stainless-retry-count"))
       headers.set("x-stainless-retry-count", String(attempt - 1));
     else if (header !== false) headers.set(header, String(attempt));
@@ -323,6 +330,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       policy: p,
       outgoing: req,
       callOptions: {
+        ...labels(o.dialect, req),
         ...(init.signal && { signal: init.signal }),
         ...runFor(options, perCall?.run),
         ...(perCall?.priority !== undefined && { priority: perCall.priority }),
@@ -335,6 +343,20 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       continuation: o.continuation,
     };
     return req.stream ? streamed(call) : unary(call);
+  };
+}
+
+/** What a request is, as telemetry names it: the model it asks for, who serves it, the
+ * operation; and, inside an SDK method call, the error the SDK will hand its caller. */
+function labels(d: Dialect | undefined, req: Outgoing): Partial<CallOptions> {
+  const model = requestModel(d, req.url, req.json);
+  const operation = d?.operation?.(req.url);
+  const seen = seenAs();
+  return {
+    ...(model !== undefined && { model }),
+    ...(d?.provider !== undefined && { provider: d.provider }),
+    ...(operation !== undefined && { operation }),
+    ...(seen !== undefined && { seenAs: seen }),
   };
 }
 
@@ -353,10 +375,12 @@ async function unary(c: FetchCall): Promise<Response> {
         last = res.headers;
         if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
           return { res };
-        const text = await res.text(); // read inside the attempt: a body cut short is retried
-        const json = text.length <= MAX_USAGE_BODY ? safeJson(text) : undefined;
-        const init = { status: res.status, statusText: res.statusText, headers: res.headers };
-        return { res: new ReadResponse(text, init, json), usage: dialect.usage?.(json), json };
+        // Read inside the attempt: a body cut short is retried.
+        const bytes = new Uint8Array(await res.arrayBuffer());
+        const json = bytes.length <= MAX_USAGE_BODY ? safeJson(decoder.decode(bytes)) : undefined;
+        const model = answeringModel(dialect, json);
+        if (model !== undefined) ctx.answeredBy(model);
+        return { res: new ReadResponse(bytes, res, json), usage: dialect.usage?.(json), json };
       },
       {
         ...c.callOptions,
@@ -377,17 +401,25 @@ async function unary(c: FetchCall): Promise<Response> {
 }
 
 /** A JSON answer already read and parsed for its usage: the SDK's `json()` gets the parsed
- * value instead of parsing the same text again. */
+ * value instead of parsing the same text again, and the answer's own headers (not a copy:
+ * copying them is most of what rebuilding a Response costs). */
 class ReadResponse extends Response {
   readonly #json: unknown;
-  constructor(text: string, init: ResponseInit, json: unknown) {
-    super(text, init);
+  readonly #headers: Headers;
+  constructor(bytes: Uint8Array, from: Response, json: unknown) {
+    super(bytes as Uint8Array<ArrayBuffer>, { status: from.status, statusText: from.statusText });
     this.#json = json;
+    this.#headers = from.headers;
+  }
+  override get headers(): Headers {
+    return this.#headers;
   }
   override json(): Promise<any> {
     return this.#json === undefined || this.bodyUsed ? super.json() : Promise.resolve(this.#json);
   }
 }
+
+const decoder = new TextDecoder();
 
 function safeJson(text: string): unknown {
   try {
@@ -401,15 +433,31 @@ function safeJson(text: string): unknown {
 function opener(c: FetchCall, body?: string, answered?: (res: Response) => void) {
   const req =
     body === undefined ? c.outgoing : { ...c.outgoing, init: { ...c.outgoing.init, body } };
-  return async (ctx: {
-    attempt: number;
-    signal: AbortSignal;
-  }): Promise<AsyncIterable<SseEvent>> => {
+  return async (ctx: AttemptContext): Promise<AsyncIterable<SseEvent>> => {
     const res = await c.send(req, ctx.attempt, ctx.signal);
     if (!res.ok) throw await UpstreamAnswer.read(res);
     answered?.(res);
-    return sseEvents(res.body ?? emptyBody());
+    return naming(sseEvents(res.body ?? emptyBody()), c.dialect, ctx);
   };
+}
+
+/** The events as they come, the first few read for the model that answers them; then
+ * read straight from the source (no layer per event). */
+function naming<I extends AsyncIterator<SseEvent>>(
+  events: I,
+  dialect: Dialect | undefined,
+  ctx: AttemptContext,
+): I {
+  let looking = 4;
+  const direct = events.next.bind(events);
+  events.next = async () => {
+    const r = await direct();
+    const model = r.done ? undefined : answeringModel(dialect, r.value.json);
+    if (model !== undefined) ctx.answeredBy(model);
+    if (r.done || model !== undefined || --looking === 0) events.next = direct;
+    return r;
+  };
+  return events;
 }
 
 /** The stream call under the policy: events read for content, usage, in-band errors and
@@ -491,7 +539,7 @@ function passThrough(
         const r = pending ?? (await events.next());
         pending = undefined;
         if (r.done) controller.close();
-        else controller.enqueue(encoder.encode(r.value.raw));
+        else controller.enqueue(r.value.bytes ?? encoder.encode(r.value.raw));
       } catch (error) {
         failed(error);
         const answer = answerOf(error, headers);

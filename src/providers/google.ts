@@ -60,6 +60,19 @@ export const googleDialect: Dialect = {
   },
   maxOutput: (body) => body.generationConfig?.maxOutputTokens,
   marks: { usage: /usageMetadata/, error: /"error"/ },
+  provider: "gcp.gemini",
+  // `.../models/gemini-2.5-flash:generateContent`: the model is in the path.
+  model: (url) => /\/models\/([^/:?]+):/.exec(url)?.[1],
+  operation: (url) =>
+    /:(?:stream)?[gG]enerateContent(?:$|\?)/.test(url)
+      ? "chat"
+      : /:(?:batchE|e)mbedContents?(?:$|\?)/.test(url)
+        ? "embeddings"
+        : undefined,
+  responseModel: (json) => {
+    const m = isObject(json) ? json.modelVersion : undefined;
+    return typeof m === "string" ? m : undefined;
+  },
   isContent: (json) => isGoogleContent(json),
   inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),
 };

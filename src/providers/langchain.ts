@@ -23,7 +23,14 @@ import {
   type Usage,
 } from "../index.ts";
 import { langchainAnswer } from "./answers.ts";
-import { ADAPTER_SPEC, type AdapterOptions, adapterOptions, asPolicy, runFor } from "./shared.ts";
+import {
+  ADAPTER_SPEC,
+  type AdapterOptions,
+  adapterOptions,
+  asPolicy,
+  genAiProvider,
+  runFor,
+} from "./shared.ts";
 
 /** What `withBreakwater` takes for a LangChain chat model: the policy and the run. */
 export type LangChainAdapterOptions = AdapterOptions;
@@ -99,7 +106,9 @@ export function withBreakwater<M extends BaseChatModel>(
   // What the wrapped methods run on: the originals, so a `_generate` that streams inside
   // (ChatAnthropic with `streaming: true`) is one policy call, not two nested.
   const inner = Object.create(wrapped) as Obj;
+  const names = labels(m);
   const call: CallFor = (opts) => ({
+    ...names,
     ...(opts.signal && { signal: opts.signal as AbortSignal }),
     ...runFor(options),
   });
@@ -156,13 +165,38 @@ function checkModel(model: unknown): Obj {
   return m;
 }
 
+/** What a call of the model is, as telemetry names it: its model field and its type. */
+function labels(m: Obj): { model?: string; provider?: string; operation: string } {
+  const model = [m.model, m.modelName].find((x) => typeof x === "string" && x !== "");
+  let type: unknown;
+  try {
+    type = typeof m._llmType === "function" ? m._llmType() : undefined;
+  } catch {}
+  const provider = genAiProvider(type);
+  return { ...(model && { model }), ...(provider && { provider }), operation: "chat" };
+}
+
+/** The model that answered, as a LangChain result or chunk's metadata names it. */
+function answeringModel(x: unknown): string | undefined {
+  const r = x as Obj | null;
+  const message = r?.generations?.[0]?.message ?? r?.message ?? r;
+  const meta = message?.response_metadata as Obj | undefined;
+  const name = meta?.model_name ?? meta?.model;
+  return typeof name === "string" && name !== "" ? name : undefined;
+}
+
 /** `_generate` under the policy: one provider call per attempt, the attempt's signal in. */
 function generate(p: Policy, inner: Obj, method: Method, call: CallFor) {
   return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-    p.execute((ctx) => method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager), {
-      ...call(opts),
-      usage: langchainUsage,
-    });
+    p.execute(
+      async (ctx) => {
+        const r = await method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager);
+        const model = answeringModel(r);
+        if (model !== undefined) ctx.answeredBy(model);
+        return r;
+      },
+      { ...call(opts), usage: langchainUsage },
+    );
 }
 
 /** A streaming method under the policy: retried until its first content chunk. */

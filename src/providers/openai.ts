@@ -134,6 +134,15 @@ function resumeChat(json: unknown, event: SseEvent, lead: Lead): SseEvent | unde
   return event;
 }
 
+/** `gen_ai.operation.name` of an OpenAI request, by its path. */
+function openaiOperation(url: string): string | undefined {
+  const path = url.split("?")[0]!;
+  if (path.endsWith("/chat/completions") || path.endsWith("/responses")) return "chat";
+  if (path.endsWith("/embeddings")) return "embeddings";
+  if (path.endsWith("/completions")) return "text_completion";
+  return undefined;
+}
+
 /** How breakwater reads OpenAI's answers: chat completions, the Responses API, legacy
  * completions and embeddings, JSON or streamed. */
 export function openaiDialect(includeUsage = true): Dialect {
@@ -170,6 +179,13 @@ export function openaiDialect(includeUsage = true): Dialect {
         : undefined,
     resume: resumeChat,
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
+    provider: "openai",
+    operation: openaiOperation,
+    // Chat answers and chunks, a response, a Responses stream's events (`response.*`).
+    responseModel: (json) => {
+      const m = isObject(json) ? (json.model ?? json.response?.model) : undefined;
+      return typeof m === "string" ? m : undefined;
+    },
     prepare: (url, body) =>
       includeUsage &&
       body.stream === true &&

@@ -2,9 +2,27 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { failureOf, ledgerOf, partialOf, reasonOf } from "../index.ts";
 import { tagError } from "../internal.ts";
 
-/** One SDK method call: the last give-up of the requests it sent through the fetch layer. */
+/** One SDK method call: the last give-up of the requests it sent through the fetch layer,
+ * and who waits to hear the error the SDK rejects with. */
 interface Scope {
   gaveUp: unknown;
+  seen: ((error: unknown) => void)[] | undefined;
+}
+
+/** A promise of the error the SDK method now running will reject with (undefined when it
+ * resolves), or undefined outside an SDK method call: what telemetry names a give-up by. */
+export function seenAs(): PromiseLike<unknown> | undefined {
+  const scope = scopes.getStore();
+  if (scope === undefined) return undefined;
+  return new Promise((resolve) => {
+    (scope.seen ??= []).push(resolve);
+  });
+}
+
+function settle(scope: Scope, error: unknown): void {
+  const seen = scope.seen;
+  scope.seen = undefined;
+  if (seen !== undefined) for (const resolve of seen) resolve(error);
 }
 
 const scopes = new AsyncLocalStorage<Scope>();
@@ -34,13 +52,20 @@ function carry(scope: Scope, error: unknown): void {
  * promise is left as it is.
  */
 export function scoped<T>(call: () => T): T {
-  const scope: Scope = { gaveUp: undefined };
+  const scope: Scope = { gaveUp: undefined, seen: undefined };
   const result = scopes.run(scope, call);
   if (!(result instanceof Promise)) return result;
-  return result.catch((error: unknown) => {
-    carry(scope, error);
-    throw error;
-  }) as T;
+  return result.then(
+    (value: unknown) => {
+      settle(scope, undefined);
+      return value;
+    },
+    (error: unknown) => {
+      carry(scope, error);
+      settle(scope, error);
+      throw error;
+    },
+  ) as T;
 }
 
 type Stainless = {

@@ -105,3 +105,34 @@ export function checkClient(
   if (c === null || typeof c !== "object" || typeof c.withOptions !== "function" || !is(c))
     throw new ConfigError(owner, "client", client, expected);
 }
+
+/** The GenAI conventions' `gen_ai.provider.name` for an SDK's own name of its provider
+ * ("openai.chat", "anthropic.messages", "google.generative-ai", LangChain's
+ * `_llmType()`): the conventions' word where they have one, else the SDK's. */
+export function genAiProvider(name: unknown): string | undefined {
+  if (typeof name !== "string" || name === "") return undefined;
+  const head = name.toLowerCase().split(/[.:/]/)[0]!;
+  return GENAI_PROVIDERS[head] ?? head;
+}
+
+const GENAI_PROVIDERS: Readonly<Record<string, string>> = {
+  openai: "openai",
+  "azure-openai": "azure.ai.openai",
+  azure: "azure.ai.openai",
+  anthropic: "anthropic",
+  google: "gcp.gemini",
+  "google-genai": "gcp.gemini",
+  google_genai: "gcp.gemini",
+  googlegenerativeai: "gcp.gemini",
+  vertex: "gcp.vertex_ai",
+  "google-vertex": "gcp.vertex_ai",
+  "amazon-bedrock": "aws.bedrock",
+  bedrock: "aws.bedrock",
+  mistral: "mistral_ai",
+  mistralai: "mistral_ai",
+  xai: "x_ai",
+  groq: "groq",
+  deepseek: "deepseek",
+  cohere: "cohere",
+  perplexity: "perplexity",
+};

@@ -4,13 +4,17 @@
  */
 export class SseEvent {
   readonly raw: string;
+  /** The bytes it came in, when it came as one network read of its own (passed on as
+   * they are, not encoded again). */
+  readonly bytes: Uint8Array | undefined;
   #data: string | undefined;
   #event: string | undefined;
   #json: unknown;
   #parsed = false;
 
-  constructor(raw: string) {
+  constructor(raw: string, bytes?: Uint8Array) {
     this.raw = raw;
+    this.bytes = bytes;
   }
 
   #fields(): void {
@@ -55,37 +59,98 @@ const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
 
 /**
  * Splits a byte stream into events. A trailing piece with no blank line after it is still
- * yielded (some servers end without one), so no byte the server sent is dropped.
+ * yielded (some servers end without one), so no byte the server sent is dropped. An
+ * iterator of its own rather than a generator: it runs once per event of every stream.
  */
-export async function* sseEvents(
+export function sseEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
-): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const bytes of chunksOf(body)) {
-    buffer += decoder.decode(bytes, { stream: true });
-    for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
-      const end = m.index + m[0].length;
-      yield new SseEvent(buffer.slice(0, end));
-      buffer = buffer.slice(end);
-    }
-  }
-  buffer += decoder.decode();
-  if (buffer !== "") yield new SseEvent(buffer);
+): AsyncIterableIterator<SseEvent> & { return(): Promise<IteratorResult<SseEvent>> } {
+  return new SseReader(body);
 }
 
-/** A body's chunks; a ReadableStream read through its reader where it is not iterable. */
-async function* chunksOf(
-  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
-): AsyncGenerator<Uint8Array> {
-  if (Symbol.asyncIterator in body) {
-    yield* body as AsyncIterable<Uint8Array>;
-    return;
+class SseReader implements AsyncIterableIterator<SseEvent> {
+  readonly #decoder = new TextDecoder();
+  readonly #source: AsyncIterator<Uint8Array>;
+  #buffer = "";
+  readonly #ready: SseEvent[] = [];
+  #at = 0;
+  #done = false;
+
+  constructor(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>) {
+    // A ReadableStream is read through its reader here, not through one more generator.
+    this.#source =
+      Symbol.asyncIterator in body
+        ? (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()
+        : readerOf((body as ReadableStream<Uint8Array>).getReader());
   }
-  const reader = (body as ReadableStream<Uint8Array>).getReader();
-  try {
-    for (let r = await reader.read(); !r.done; r = await reader.read()) yield r.value;
-  } finally {
-    await reader.cancel().catch(() => {});
+
+  [Symbol.asyncIterator](): this {
+    return this;
   }
+
+  next(): Promise<IteratorResult<SseEvent>> {
+    if (this.#at < this.#ready.length) return Promise.resolve(this.#take());
+    if (this.#done) return Promise.resolve({ done: true, value: undefined });
+    return this.#fill();
+  }
+
+  #take(): IteratorResult<SseEvent> {
+    const e = this.#ready[this.#at++]!;
+    if (this.#at === this.#ready.length) {
+      this.#ready.length = 0;
+      this.#at = 0;
+    }
+    return { done: false, value: e };
+  }
+
+  async #fill(): Promise<IteratorResult<SseEvent>> {
+    while (this.#at >= this.#ready.length) {
+      const r = await this.#source.next();
+      if (r.done) {
+        this.#done = true;
+        const rest = this.#buffer + this.#decoder.decode();
+        this.#buffer = "";
+        if (rest === "") return { done: true, value: undefined };
+        return { done: false, value: new SseEvent(rest) };
+      }
+      this.#split(r.value);
+    }
+    return this.#take();
+  }
+
+  #split(bytes: Uint8Array): void {
+    const fresh = this.#buffer === "";
+    let buffer = this.#buffer + this.#decoder.decode(bytes, { stream: true });
+    for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
+      const end = m.index + m[0].length;
+      // One event in one read, as servers mostly send them: its bytes go on as they came
+      // (ending in a line break, they hold no half of a character the decoder keeps).
+      const whole =
+        fresh && end === buffer.length && this.#ready.length === 0 && endsInBreak(bytes);
+      this.#ready.push(new SseEvent(buffer.slice(0, end), whole ? bytes : undefined));
+      buffer = buffer.slice(end);
+    }
+    this.#buffer = buffer;
+  }
+
+  async return(): Promise<IteratorResult<SseEvent>> {
+    this.#done = true;
+    await this.#source.return?.();
+    return { done: true, value: undefined };
+  }
+}
+
+const endsInBreak = (b: Uint8Array) =>
+  b.length > 0 && (b[b.length - 1] === 10 || b[b.length - 1] === 13);
+
+/** A reader's chunks as an iterator whose `next` is the reader's own `read`; returning
+ * cancels the reader. */
+function readerOf(reader: ReadableStreamDefaultReader<Uint8Array>): AsyncIterator<Uint8Array> {
+  return {
+    next: () => reader.read() as Promise<IteratorResult<Uint8Array>>,
+    return: async () => {
+      await reader.cancel().catch(() => {});
+      return { done: true, value: undefined };
+    },
+  };
 }

@@ -135,4 +135,30 @@ describe("parseRateLimitHeaders", () => {
       }),
     );
   });
+
+  it("reads a fetch Headers (walked once) as it reads the same headers one by one (property)", () => {
+    const names = [
+      "X-RateLimit-Limit-Requests",
+      "x-ratelimit-remaining-requests",
+      "x-ratelimit-reset-requests",
+      "x-ratelimit-limit-tokens",
+      "x-rate-limit-reset-tokens",
+      "anthropic-ratelimit-tokens-limit",
+      "anthropic-ratelimit-input-tokens-limit",
+      "anthropic-ratelimit-requests-reset",
+      "x-ratelimit-limit",
+      "x-ratelimit-reset",
+      "content-type",
+    ];
+    const value = fc.oneof(
+      fc.nat().map(String),
+      fc.constantFrom("1s", "6m0s", "250ms", "2026-12-01T10:00:00Z", "1764583200", "junk"),
+    );
+    fc.assert(
+      fc.property(fc.dictionary(fc.constantFrom(...names), value), (h) => {
+        const now = 1_764_580_000_000;
+        expect(parseRateLimitHeaders(new Headers(h), now)).toEqual(parseRateLimitHeaders(h, now));
+      }),
+    );
+  });
 });

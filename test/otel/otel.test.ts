@@ -1,3 +1,5 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { ChatOpenAI } from "@langchain/openai";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
@@ -12,12 +14,15 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
+import { generateText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { CircuitBreaker } from "../../src/core/breaker.ts";
 import { RetryBudget } from "../../src/core/budget.ts";
 import { otel, traceRun } from "../../src/otel/otel.ts";
 import { policy } from "../../src/policy/policy.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
+import { withBreakwater as langchainAdapter } from "../../src/providers/langchain.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 import { Run } from "../../src/run/run.ts";
 import { useFaultServer } from "../fault-fixture.ts";
@@ -224,6 +229,147 @@ describe("breakwater/otel with the real openai client on the fault server", () =
       "breakwater.run.attempts": 1,
     });
     expect(parentOf(byName("chat gpt-test")[0]!)).toBe(span!.spanContext().spanId);
+  });
+
+  /** A wrapped openai client as the per-SDK quickstart writes it: no model on the policy,
+   * no provider on the observer. */
+  const plain = (policyModel?: string) => {
+    const meter = meterProvider.getMeter(`m${Math.random()}`);
+    const observe = otel({ tracer, meter });
+    const p = policy({
+      ...(policyModel && { model: policyModel }),
+      backoff: { baseMs: 10, capMs: 20 },
+      observe,
+    });
+    const ai = withBreakwater(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-x" }), {
+      policy: p,
+    });
+    return { ai, meter };
+  };
+
+  it("the request's model names the span, the answer's is gen_ai.response.model, the adapter names the provider", async () => {
+    fs.script({ rules: [{ servedBy: "gpt-4o-mini-2024-07-18" }] });
+    const { ai } = plain();
+    await ai.chat.completions.create({ model: "gpt-4o-mini", messages });
+    const [call] = byName("chat gpt-4o-mini");
+    expect(
+      call,
+      spans
+        .getFinishedSpans()
+        .map((x) => x.name)
+        .join(", "),
+    ).toBeDefined();
+    expect(call!.attributes).toMatchObject({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": "openai",
+      "gen_ai.request.model": "gpt-4o-mini",
+      "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+    });
+    const [attempt] = byName("breakwater.attempt");
+    expect(attempt!.attributes["gen_ai.response.model"]).toBe("gpt-4o-mini-2024-07-18");
+    // A policy's model is only a default: the request says which model it asks for.
+    spans.reset();
+    await plain("gpt-4o").ai.chat.completions.create({ model: "gpt-4o-mini", messages });
+    expect(byName("chat gpt-4o-mini")).toHaveLength(1);
+    expect(spans.getFinishedSpans().some((x) => x.name === "chat gpt-4o")).toBe(false);
+    // Embeddings are another operation; a stream names its answering model too.
+    spans.reset();
+    const { ai: ai2 } = plain();
+    await ai2.embeddings.create({ model: "text-embedding-3-small", input: "hi" }).catch(() => {});
+    const stream = await ai2.chat.completions.create({
+      model: "gpt-4o-mini",
+      messages,
+      stream: true,
+    });
+    for await (const _ of stream);
+    expect(byName("embeddings text-embedding-3-small")).toHaveLength(1);
+    expect(byName("chat gpt-4o-mini")[0]!.attributes["gen_ai.response.model"]).toBe(
+      "gpt-4o-mini-2024-07-18",
+    );
+  });
+
+  it("every point carries the conventions' required attributes; the operation's duration is recorded; a give-up's has error.type", async () => {
+    const before = await points();
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    const { ai } = plain();
+    await ai.chat.completions.create({ model: "gpt-4o-mini", messages });
+    fs.script({ rules: [{ status: 400 }] });
+    await ai.chat.completions.create({ model: "gpt-4o-mini", messages }).catch(() => {});
+    const after = await points();
+    const fresh = (name: string) =>
+      (after.get(name) ?? []).filter(
+        (p) =>
+          !(before.get(name) ?? []).some(
+            (q) => JSON.stringify(q.attributes) === JSON.stringify(p.attributes),
+          ),
+      );
+    const usage = fresh("gen_ai.client.token.usage");
+    expect(usage.map((p) => p.attributes["gen_ai.token.type"]).sort()).toEqual(["input", "output"]);
+    for (const p of usage)
+      expect(p.attributes).toMatchObject({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+      });
+    const duration = fresh("gen_ai.client.operation.duration");
+    expect(duration.length).toBe(2);
+    for (const p of duration)
+      expect(p.attributes).toMatchObject({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+      });
+    expect(duration.map((p) => p.attributes["error.type"] ?? "none").sort()).toEqual([
+      "invalid_request",
+      "none",
+    ]);
+  });
+
+  it("a give-up: no usage where none is known (not 0), and the status names the SDK's class with the message masked", async () => {
+    fs.script({
+      rules: [
+        { status: 503, message: "upstream said: key sk-live-abcdefghijklmnopqrstu is wrong" },
+      ],
+    });
+    const { ai } = plain();
+    const error = await ai.chat.completions
+      .create({ model: "gpt-4o-mini", messages })
+      .catch((e: unknown) => e);
+    expect((error as Error).constructor.name).toBe("InternalServerError");
+    await new Promise((r) => setImmediate(r)); // the span ends once the SDK's error is known
+    const [call] = byName("chat gpt-4o-mini");
+    expect(call!.attributes["gen_ai.usage.input_tokens"]).toBeUndefined();
+    expect(call!.attributes["gen_ai.usage.output_tokens"]).toBeUndefined();
+    expect(call!.status.message).toMatch(/^InternalServerError: 503 /);
+    expect(call!.status.message).not.toContain("abcdefghijklmnopqrstu");
+  });
+
+  it("the AI SDK middleware and the LangChain adapter name the model, the provider and the answering model too", async () => {
+    const observe = otel({ tracer, meter: meterProvider.getMeter(`m${Math.random()}`) });
+    const p = policy({ observe });
+    const model = wrapLanguageModel({
+      model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-x" }).chat("gpt-4o-mini"),
+      middleware: breakwaterMiddleware({ policy: p }),
+    });
+    fs.script({ rules: [{ servedBy: "gpt-4o-mini-2024-07-18" }] });
+    await generateText({ model, prompt: "hi", maxRetries: 0 });
+    const chat = langchainAdapter(
+      new ChatOpenAI({
+        model: "gpt-4.1-mini",
+        apiKey: "sk-x",
+        configuration: { baseURL: `${fs.server.url}/v1` },
+      }),
+      { policy: p },
+    );
+    await chat.invoke("hi");
+    const names = spans
+      .getFinishedSpans()
+      .map((x) => [
+        x.name,
+        x.attributes["gen_ai.provider.name"],
+        x.attributes["gen_ai.response.model"],
+      ]);
+    expect(names).toContainEqual(["chat gpt-4o-mini", "openai", "gpt-4o-mini-2024-07-18"]);
+    expect(names).toContainEqual(["chat gpt-4.1-mini", "openai", "gpt-4o-mini-2024-07-18"]);
   });
 
   it("with no provider registered, a call is not watched at all", () => {

@@ -89,6 +89,9 @@ export interface FaultRule {
   finish?: "length";
   /** OpenAI chat: the model refuses, with this text (`message.refusal`, no content). */
   refusal?: string;
+  /** The model the answer names (a dated snapshot of the one asked for, a router's pick).
+   * Default: the one asked for. */
+  servedBy?: string;
   /** Streams: tool calls after the text (OpenAI chat, Anthropic), their arguments sent in
    * pieces of 8 characters, each piece a chunk that `stream.after` counts. */
   toolCalls?: { name: string; arguments: string }[];
@@ -157,6 +160,7 @@ const RULE = {
   toolCalls: opt.list(opt.object({ name: text, arguments: text })),
   finish: opt.oneOf(["length"] as const),
   refusal: text,
+  servedBy: text,
 };
 
 const rule: Rule<FaultRule> = (v, at, x) => {

@@ -478,7 +478,7 @@ class FaultServerImpl {
     this.#bill(input, output);
     settle(this.#stats, arrival, "200");
     const answer = dialect.json(
-      r.model || "fault-model",
+      rule.servedBy ?? (r.model || "fault-model"),
       text,
       input,
       output,
@@ -496,7 +496,7 @@ class FaultServerImpl {
     signal: AbortSignal,
   ) {
     const dialect = r.dialect!;
-    const model = r.model || "fault-model";
+    const model = rule.servedBy ?? (r.model || "fault-model");
     const input = r.inputTokens;
     res.writeHead(200, {
       "content-type": "text/event-stream",

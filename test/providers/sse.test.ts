@@ -1,0 +1,106 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { sseEvents } from "../../src/providers/sse.ts";
+
+/** A body that sends `bytes` in reads cut at `cuts`. */
+function body(bytes: Uint8Array, cuts: number[]): ReadableStream<Uint8Array> {
+  const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+  return new ReadableStream({
+    start(c) {
+      let from = 0;
+      for (const to of [...at, bytes.length]) {
+        if (to > from) c.enqueue(bytes.slice(from, to));
+        from = to;
+      }
+      c.close();
+    },
+  });
+}
+
+const concat = (parts: Uint8Array[]) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let i = 0;
+  for (const p of parts) {
+    out.set(p, i);
+    i += p.length;
+  }
+  return out;
+};
+
+describe("sseEvents", () => {
+  it("splits on a blank line in each of SSE's three line-break styles and keeps a trailing piece", async () => {
+    const text = 'data: {"a":1}\n\nevent: ping\r\ndata: x\r\n\r\ndata: é\r\rdata: [DONE]';
+    const events = [];
+    for await (const e of sseEvents(body(new TextEncoder().encode(text), [3, 17, 30])))
+      events.push(e);
+    expect(events.map((e) => e.data)).toEqual(['{"a":1}', "x", "é", "[DONE]"]);
+    expect(events.map((e) => e.event)).toEqual([undefined, "ping", undefined, undefined]);
+    expect(events[0]!.json).toEqual({ a: 1 });
+    expect(events.map((e) => e.raw).join("")).toBe(text);
+  });
+
+  it("an event that came as one read of its own keeps its bytes; the rest are re-encoded", async () => {
+    const parts = ["data: one\n\n", "data: two\n\ndata: three\n\n", "data: fo", "ur\n\n"];
+    const enc = new TextEncoder();
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const p of parts) c.enqueue(enc.encode(p));
+        c.close();
+      },
+    });
+    const seen: [string, boolean][] = [];
+    for await (const e of sseEvents(stream)) seen.push([e.data, e.bytes !== undefined]);
+    expect(seen).toEqual([
+      ["one", true],
+      ["two", false],
+      ["three", false],
+      ["four", false],
+    ]);
+  });
+
+  it("a read that ends inside a character after an event does not pass that half on twice", async () => {
+    const bytes = new TextEncoder().encode("data: a\n\né\ndata: b\n\ndata: c\n\n");
+    const cut = bytes.indexOf(0xc3) + 1; // between the two bytes of "é"
+    const out: Uint8Array[] = [];
+    for await (const e of sseEvents(body(bytes, [cut])))
+      out.push(e.bytes ?? new TextEncoder().encode(e.raw));
+    expect(Buffer.from(concat(out)).equals(Buffer.from(bytes))).toBe(true);
+  });
+
+  it("property: whatever the reads, the bytes passed on are the bytes that came, and the texts the text", async () => {
+    const piece = fc.oneof(
+      fc.string(),
+      fc.constantFrom(
+        "é",
+        "日本",
+        "🙂",
+        "\n",
+        "\r",
+        "\r\n",
+        "\n\n",
+        "\r\n\r\n",
+        "data: ",
+        "data: {}",
+      ),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(piece, { maxLength: 30 }),
+        fc.array(fc.nat(400), { maxLength: 12 }),
+        async (pieces, cuts) => {
+          const text = pieces.join("");
+          const bytes = new TextEncoder().encode(text);
+          const out: Uint8Array[] = [];
+          const raws: string[] = [];
+          const enc = new TextEncoder();
+          for await (const e of sseEvents(body(bytes, cuts))) {
+            raws.push(e.raw);
+            out.push(e.bytes ?? enc.encode(e.raw));
+          }
+          expect(raws.join("")).toBe(new TextDecoder().decode(bytes));
+          expect(Buffer.from(concat(out)).equals(Buffer.from(bytes))).toBe(true);
+        },
+      ),
+    );
+  });
+});
