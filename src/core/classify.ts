@@ -12,7 +12,7 @@ import { type Evidence, evidenceOf } from "./evidence.ts";
 import { type Failure, type FailureKind, failure, KINDS } from "./failure.ts";
 import { readHeader } from "./headers.ts";
 import { parseRateLimitReset } from "./ratelimit.ts";
-import { parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
+import { parseMessageWait, parseRetryAfter, parseRetryAfterValue } from "./retry-after.ts";
 import { get, getStr, isA, isArray, isObj, type Obj } from "./safe.ts";
 
 /**
@@ -180,13 +180,31 @@ function retryInfoMs(details: readonly unknown[]): number | undefined {
   return undefined;
 }
 
+/** A wait the body states: Gemini's RetryInfo, else for a rate limit the wait its text
+ * names ("Please try again in 17.359s"), the hint of a 429 no header spoke for. Gemini
+ * sends both, RetryInfo cut to whole seconds: the later one, so no retry comes early. */
+function textHint(v: Verdict, ev: Evidence): number | undefined {
+  const info = retryInfoMs(ev.details);
+  const text = v.kind === "rate_limited" ? messageWait(ev.texts) : undefined;
+  return info === undefined ? text : text === undefined ? info : Math.max(info, text);
+}
+
+/** A wait the error's text names ("Please try again in 17.359s"). */
+function messageWait(texts: readonly string[]): number | undefined {
+  for (const t of texts) {
+    const ms = parseMessageWait(t);
+    if (ms !== undefined) return ms;
+  }
+  return undefined;
+}
+
 /** The server's wait hint and its explicit word on retrying (`x-should-retry`). */
 function withHints(v: Verdict, ev: Evidence, nowMs: number): Failure {
   const { headers } = ev;
   const retryAfterMs =
     parseRetryAfter(headers as never, nowMs) ??
     (v.kind === "rate_limited" ? parseRateLimitReset(headers) : undefined) ??
-    retryInfoMs(ev.details);
+    textHint(v, ev);
   const f = failure(v.kind, { status: ev.status, code: v.code, retryAfterMs });
   const should = readHeader(headers, "x-should-retry");
   if (should === "false") return { ...f, retryable: false };

@@ -31,6 +31,10 @@ export interface OutputOptions<T = unknown> {
   /** Whether the result stopped at the token limit. A truncated answer is never retried.
    * The adapters know each SDK's finish reason. */
   truncated?: (result: T) => boolean;
+  /** A schema reads the JSON inside a markdown code fence that is the whole answer
+   * (```` ```json ... ``` ````, as models often wrap it). `false`: a fenced answer is not
+   * JSON (problem `parse`). @default true */
+  fencedJson?: boolean;
 }
 
 export const isStandardSchema = (x: unknown): x is StandardSchema =>
@@ -48,10 +52,22 @@ export const TRUNCATED_FINISH: ReadonlySet<string> = new Set([
 const text = (answer: unknown): string | undefined =>
   typeof answer === "string" ? answer : undefined;
 
-/** The answer read for a schema: JSON when it is a string that looks like JSON. */
-function forSchema(answer: unknown): unknown {
-  if (typeof answer !== "string") return answer;
+/** A markdown code fence that is the whole answer, with an optional language tag. */
+const FENCE = /^```[\w-]*[ \t]*\r?\n([\s\S]*?)\r?\n?```$/;
+
+/** The JSON text of an answer: the answer, or what its fence holds. */
+function jsonText(answer: string, fenced: boolean): string {
   const t = answer.trim();
+  if (!fenced || !t.startsWith("```")) return t;
+  const m = FENCE.exec(t);
+  return m ? m[1]!.trim() : t;
+}
+
+/** The answer read for a schema: JSON when it is a string that looks like JSON (inside its
+ * fence, when `fenced`). */
+function forSchema(answer: unknown, fenced: boolean): unknown {
+  if (typeof answer !== "string") return answer;
+  const t = jsonText(answer, fenced);
   if (!(t.startsWith("{") || t.startsWith("["))) return answer;
   try {
     return JSON.parse(t);
@@ -62,8 +78,34 @@ function forSchema(answer: unknown): unknown {
   }
 }
 
-function fromSchema(result: StandardResult, answer: unknown): OutputError | undefined {
+/** Text around JSON ("Sure! {...}", or a fence when fences are not read): the answer is
+ * not JSON, which is a `parse` problem, not the schema's. Undefined when the text holds no
+ * JSON (then the schema's own verdict stands: a string schema may want prose). */
+function proseAroundJson(answer: unknown, fenced: boolean): OutputError | undefined {
+  if (typeof answer !== "string") return undefined;
+  const t = jsonText(answer, fenced);
+  const start = t.search(/[{[]/);
+  if (start <= 0) return undefined;
+  const end = Math.max(t.lastIndexOf("}"), t.lastIndexOf("]"));
+  if (end <= start) return undefined;
+  try {
+    JSON.parse(t.slice(start, end + 1));
+  } catch {
+    return undefined;
+  }
+  return new OutputError("parse", "the answer is JSON with text around it, not JSON", {
+    text: answer,
+  });
+}
+
+function fromSchema(
+  result: StandardResult,
+  answer: unknown,
+  fenced: boolean,
+): OutputError | undefined {
   if (result.issues === undefined || result.issues.length === 0) return undefined;
+  const prose = proseAroundJson(answer, fenced);
+  if (prose !== undefined) return prose;
   const first = result.issues[0]!;
   const where = first.path?.length
     ? ` at ${first.path.map((p) => (isObj(p) ? String(get(p, "key")) : String(p))).join(".")}`
@@ -113,13 +155,14 @@ export function checkOutput<T>(
     if (answer === undefined || answer === null || answer === "")
       return new OutputError("empty", "the answer is empty", { text: text(answer) });
     if (!isStandardSchema(check)) return fromCheck(check(answer), answer);
-    const verdict = check["~standard"].validate(forSchema(answer));
+    const fenced = o.fencedJson !== false;
+    const verdict = check["~standard"].validate(forSchema(answer, fenced));
     return verdict instanceof Promise
       ? verdict.then(
-          (r) => fromSchema(r, answer),
+          (r) => fromSchema(r, answer, fenced),
           (e: unknown) => asOutputError(e, answer),
         )
-      : fromSchema(verdict, answer);
+      : fromSchema(verdict, answer, fenced);
   } catch (error) {
     return asOutputError(error, answer);
   }
@@ -133,4 +176,5 @@ export const OUTPUT_SPEC = {
   ),
   answerOf: opt.fn<(result: unknown) => unknown>(),
   truncated: opt.fn<(result: unknown) => boolean>(),
+  fencedJson: opt.bool(true),
 };

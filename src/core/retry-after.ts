@@ -18,7 +18,9 @@ function utc(year: number, mon: string, day: number, h: number, m: number, s: nu
   const month = MONTHS.indexOf(mon.toLowerCase());
   const ms = Date.UTC(year, month, day, h, m, Math.min(s, 59));
   // Date.UTC rolls 31 Feb into March: reject dates that do not exist.
-  return new Date(ms).getUTCDate() === day ? ms : undefined;
+  if (new Date(ms).getUTCDate() !== day) return undefined;
+  // Second 60 is a leap second (RFC 9110 5.6.7): the instant after :59, never earlier.
+  return s === 60 ? ms + 1000 : ms;
 }
 
 /** Parses an HTTP-date in any of the three RFC 9110 forms; undefined if it is not one. */
@@ -79,6 +81,18 @@ export function parseRetryAfter(
 
 const DURATION =
   /^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
+
+/**
+ * A wait the error's text names when no header does: OpenAI's and Groq's "Please try
+ * again in 17.359s" (also "6m0s", "20ms", "114h18m0s"), Gemini's "Please retry in
+ * 10.689924287s". The first such phrase in `text`, in ms; undefined when none.
+ */
+export function parseMessageWait(text: string): number | undefined {
+  const m = MESSAGE_WAIT.exec(text);
+  return m ? parseResetValue(m[1]!) : undefined;
+}
+
+const MESSAGE_WAIT = /\b(?:try again|retry)\s+in\s+((?:\d+(?:\.\d+)?(?:h|ms|m(?!s)|s))+)(?![a-z])/i;
 
 /** One rate-limit reset value: seconds ("55", Azure) or a duration ("6m0s", "20ms", OpenAI). */
 export function parseResetValue(value: string): number | undefined {

@@ -26,7 +26,7 @@ import {
 } from "../index.ts";
 import { opt } from "../internal.ts";
 import { aiSdkAnswer } from "./answers.ts";
-import { type CheckDialect, replyChecks, streamChecks } from "./checks.ts";
+import { type CheckDialect, type Checks, replyChecks, streamChecks } from "./checks.ts";
 import { prefillOf } from "./continuation.ts";
 import { type Lead, stripLead } from "./dialect.ts";
 import {
@@ -46,6 +46,9 @@ export interface AiSdkMiddlewareOptions extends AdapterOptions {
   /** Checks every answer's text before it counts (a Standard Schema, read as JSON; or a
    * function): a failed check is retried within the call's attempts. */
   validate?: OutputCheck;
+  /** The schema reads the JSON inside a markdown code fence that is the whole answer;
+   * `false`: a fenced answer fails as `parse`. @default true */
+  fencedJson?: boolean;
   /** The model's context window in tokens: a call whose `maxOutputTokens` leaves no room
    * for its prompt fails before it is sent. */
   contextTokens?: number;
@@ -139,6 +142,7 @@ async function* iterate<T>(stream: ReadableStream<T>, ctx: AttemptContext): Asyn
 const SPEC = {
   ...ADAPTER_SPEC,
   truncation: opt.oneOf(["error", "allow"] as const, "error"),
+  fencedJson: opt.bool(true),
   validate: opt.any<OutputCheck>(
     (v) => typeof v === "function" || (v !== null && typeof v === "object"),
     "a Standard Schema or a function",
@@ -160,7 +164,11 @@ export function breakwaterMiddleware(
 ): LanguageModelV4Middleware {
   const o = adapterOptions("breakwaterMiddleware", SPEC, options);
   const p = asPolicy(options.policy);
-  const checks = { truncation: o.truncation, validate: o.validate } as const;
+  const checks = {
+    truncation: o.truncation,
+    validate: o.validate,
+    fencedJson: o.fencedJson,
+  } as const;
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   return {
     specificationVersion: "v4",
@@ -208,7 +216,7 @@ function labels(model: Model): { model?: string; provider?: string; operation: s
 interface StreamCall {
   readonly params: Params;
   readonly model: Model;
-  readonly checks: { truncation: "error" | "allow"; validate: OutputCheck | undefined };
+  readonly checks: Checks;
   readonly continuing: boolean;
   readonly run: { run?: Run };
 }

@@ -34,6 +34,8 @@ export interface CheckDialect {
 export interface Checks {
   readonly truncation: "error" | "allow";
   readonly validate: OutputCheck | undefined;
+  /** A schema reads the JSON inside a markdown fence (OutputOptions.fencedJson). */
+  readonly fencedJson?: boolean;
 }
 
 /** The text a schema or check reads: a refusal is an invalid answer where one is wanted. */
@@ -59,13 +61,14 @@ export function replyChecks<R>(
     answerOf: (r) => textOf(read(json(r)), c.validate !== undefined),
     truncated: (r) => c.truncation === "error" && TRUNCATED_FINISH.has(read(json(r))?.finish ?? ""),
     ...(c.validate !== undefined && { validate: c.validate }),
+    ...(c.fencedJson === false && { fencedJson: false }),
   };
 }
 
-/** Output options over a stream's events (parsed), or undefined when nothing is checked. */
 /** How many of a stream's last events hold its finish reason, whatever the provider. */
 const TAIL = 8;
 
+/** Output options over a stream's events (parsed), or undefined when nothing is checked. */
 export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
@@ -82,6 +85,7 @@ export function streamChecks<E>(
     truncated: (events) =>
       c.truncation === "error" && TRUNCATED_FINISH.has(read(events.slice(-TAIL)).finish ?? ""),
     ...(c.validate !== undefined && { validate: c.validate }),
+    ...(c.fencedJson === false && { fencedJson: false }),
   };
 }
 

@@ -83,6 +83,10 @@ export interface GuardedFetchOptions extends AdapterOptions {
   /** A truncated answer (stopped at the token limit) is an OutputError, never retried
    * ("error"), or handed over as it came ("allow"). @default "error" */
   truncation?: "error" | "allow";
+  /** A `validate` schema reads the JSON inside a markdown code fence that is the whole
+   * answer (```` ```json ... ``` ````); `false`: a fenced answer fails as `parse`.
+   * @default true */
+  fencedJson?: boolean;
   /** The model's context window in tokens: a request whose output allowance leaves no room
    * for its prompt fails before it is sent. @default unchecked */
   contextTokens?: number;
@@ -314,7 +318,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   const base = options.fetch ?? globalThis.fetch;
   const send = sender(options, p);
   const parse = o.dialect !== undefined || p.options.limiter !== undefined;
-  const checks: Omit<Checks, "validate"> = { truncation: o.truncation };
+  const checks: Omit<Checks, "validate"> = { truncation: o.truncation, fencedJson: o.fencedJson };
   return async (input, init = {}) => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object

@@ -38,6 +38,7 @@ export const FETCH_SPEC = {
   ),
   continuation: opt.bool(false),
   truncation: opt.oneOf(["error", "allow"] as const, "error"),
+  fencedJson: opt.bool(true),
   contextTokens: opt.int({ min: 1, default: Number.NaN }),
 };
 

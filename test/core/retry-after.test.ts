@@ -4,6 +4,7 @@ import { parseRateLimitReset } from "../../src/core/ratelimit.ts";
 import {
   MAX_DELAY_MS,
   parseHttpDate,
+  parseMessageWait,
   parseResetValue,
   parseRetryAfter,
 } from "../../src/core/retry-after.ts";
@@ -23,6 +24,14 @@ describe("parseRetryAfter", () => {
     expect(parseRetryAfter("Sunday, 29-Nov-26 12:01:00 GMT", NOW)).toBe(60_000); // RFC 850
     expect(parseRetryAfter("Sun Nov 29 12:00:05 2026", NOW)).toBe(5_000); // asctime
     expect(parseRetryAfter("Sun Nov  1 12:00:00 2026", NOW)).toBe(0); // asctime, padded day, past
+  });
+
+  it("reads second 60 as the leap second it is: after :59, never earlier (ky's suite has the case)", () => {
+    const now = Date.UTC(2016, 11, 31, 23, 59, 0);
+    expect(parseHttpDate("Sat, 31 Dec 2016 23:59:60 GMT", now)).toBe(Date.UTC(2017, 0, 1));
+    expect(parseRetryAfter("Sat, 31 Dec 2016 23:59:60 GMT", now)).toBe(60_000);
+    expect(parseRetryAfter("Sat, 31 Dec 2016 23:59:59 GMT", now)).toBe(59_000);
+    expect(parseRetryAfter("Sat, 31 Dec 2016 23:59:61 GMT", now)).toBeUndefined();
   });
 
   it("treats a past date as 0", () => {
@@ -84,6 +93,32 @@ describe("parseRetryAfter", () => {
 
   it("property: delay-seconds parse to exactly seconds × 1000", () => {
     fc.assert(fc.property(fc.nat(2_000_000), (n) => parseRetryAfter(String(n), NOW) === n * 1000));
+  });
+});
+
+describe("parseMessageWait: a wait named only in the error's text", () => {
+  it("reads each provider's wording", () => {
+    // OpenAI and Groq: "Please try again in ..." (durations as in x-ratelimit-reset-*).
+    expect(parseMessageWait("... Requested 19126. Please try again in 11.455s. Visit ...")).toBe(
+      11_455,
+    );
+    expect(parseMessageWait("Please try again in 644ms.")).toBe(644);
+    expect(parseMessageWait("Please try again in 6m0s.")).toBe(360_000);
+    expect(parseMessageWait("Please try again in 114h18m0s. Visit")).toBe(411_480_000);
+    // Gemini: "Please retry in ...".
+    expect(parseMessageWait("Quota exceeded ... Please retry in 36.4s.")).toBe(36_400);
+    expect(parseMessageWait("Please retry in 10.689924287s.")).toBe(10_690);
+  });
+
+  it("reads no wait from text that names none", () => {
+    for (const t of [
+      "Please try again later.",
+      "Resource exhausted. Please try again later. Please refer to https://cloud.google.com/...",
+      "try again in a moment",
+      "retry in 5 minutes or so", // no unit it knows
+      "",
+    ])
+      expect(parseMessageWait(t), t).toBeUndefined();
   });
 });
 

@@ -166,10 +166,46 @@ describe("output checks: a successful answer is not yet a good one (rule 11)", (
     });
   });
 
-  it("validate must be a schema or a function, by name", () => {
+  it("JSON in a markdown fence is read as the JSON it holds; fencedJson: false refuses it as parse", async () => {
+    const fenced = '```json\n{"order": 77, "cents": 1999}\n```';
+    const bare = '  ```\n{"order": 77, "cents": 1999}\n```  ';
+    for (const text of [fenced, bare]) {
+      const p = policy({ maxAttempts: 1 });
+      await expect(
+        p.execute(async () => reply(text), { ...read, validate: Refund }),
+      ).resolves.toEqual(reply(text));
+    }
+    const strict = policy({ maxAttempts: 1 });
+    const error = await strict
+      .execute(async () => reply(fenced), { ...read, validate: Refund, fencedJson: false })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutputError);
+    expect((error as OutputError).problem).toBe("parse");
+  });
+
+  it("text around JSON is a parse problem, not the schema's; prose a string schema wants passes", async () => {
+    const p = policy({ maxAttempts: 1 });
+    const around = await p
+      .execute(async () => reply('Sure! {"order": 77, "cents": 1999} Anything else?'), {
+        ...read,
+        validate: Refund,
+      })
+      .catch((e: unknown) => e);
+    expect((around as OutputError).problem).toBe("parse");
+    expect((around as OutputError).message).toMatch(/text around it/);
+    const words = await p
+      .execute(async () => reply("Sure, here it is."), { ...read, validate: Refund })
+      .catch((e: unknown) => e);
+    expect((words as OutputError).problem).toBe("schema"); // no JSON in it: the schema's verdict
+    await expect(
+      p.execute(async () => reply("Sure! {like this}"), { ...read, validate: z.string() }),
+    ).resolves.toMatchObject({ text: "Sure! {like this}" });
+  });
+
+  it("validate must be a schema or a function, by name", async () => {
     const p = policy();
-    expect(p.execute(async () => 1, { validate: 42 as never })).rejects.toThrow(ConfigError);
-    expect(p.execute(async () => 1, { validate: 42 as never })).rejects.toThrow(
+    await expect(p.execute(async () => 1, { validate: 42 as never })).rejects.toThrow(ConfigError);
+    await expect(p.execute(async () => 1, { validate: 42 as never })).rejects.toThrow(
       /option "validate" must be a Standard Schema/,
     );
   });

@@ -204,3 +204,49 @@ describe("requests that cannot succeed fail before they are sent, and spend noth
     expect(fs.requests()).toBe(1);
   });
 });
+
+describe("JSON in a markdown fence, through the adapters", () => {
+  const FENCED = `\`\`\`json\n${GOOD}\n\`\`\``;
+
+  it.each(["openai", "ai-sdk"] as const)(
+    "%s: read as the JSON it holds, in one request",
+    async (sdk) => {
+      fs.script({ rules: [{ text: FENCED }] });
+      const { oa, ai } = clients();
+      const text =
+        sdk === "openai"
+          ? (
+              await oa.chat.completions.create(
+                { model: "gpt-test", messages },
+                callOptions({ validate: Refund }),
+              )
+            ).choices[0]!.message.content
+          : (
+              await generateText({
+                model: wrapLanguageModel({
+                  model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "k" }).chat(
+                    "gpt-test",
+                  ),
+                  middleware: breakwaterMiddleware({ policy: testPolicy().p, validate: Refund }),
+                }),
+                prompt: "refund order 77",
+                maxRetries: 0,
+              })
+            ).text;
+      expect(text).toBe(FENCED); // handed over as it came
+      expect(fs.requests()).toBe(1);
+      void ai;
+    },
+  );
+
+  it("fencedJson: false: a fenced answer is not JSON, retried, and fails as parse", async () => {
+    fs.script({ rules: [{ text: FENCED }] });
+    const { oa } = clients({ fencedJson: false });
+    const error = await oa.chat.completions
+      .create({ model: "gpt-test", messages }, callOptions({ validate: Refund }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutputError);
+    expect((error as OutputError).problem).toBe("parse");
+    expect(fs.requests()).toBe(3);
+  });
+});
