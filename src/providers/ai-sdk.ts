@@ -29,6 +29,7 @@ import { aiSdkAnswer } from "./answers.ts";
 import { type CheckDialect, type Checks, replyChecks, streamChecks } from "./checks.ts";
 import { prefillOf } from "./continuation.ts";
 import { type Lead, stripLead } from "./dialect.ts";
+import { inAttempt } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -176,7 +177,9 @@ export function breakwaterMiddleware(
       const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) return Promise.reject(refused); // nothing sent, nothing spent
       const answered = async (ctx: AttemptContext) => {
-        const r = await model.doGenerate({ ...params, abortSignal: ctx.signal });
+        const r = await inAttempt(ctx.attempt, () =>
+          model.doGenerate({ ...params, abortSignal: ctx.signal }),
+        );
         if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
         return r;
       };
@@ -229,12 +232,9 @@ async function guardedParts(p: Policy, c: StreamCall) {
   // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand); they
   // reach the caller only if the caller asked for them.
   const open = (prompt: Params["prompt"], first: boolean) => async (ctx: AttemptContext) => {
-    const { stream, ...rest } = await model.doStream({
-      ...params,
-      prompt,
-      includeRawChunks: true,
-      abortSignal: ctx.signal,
-    });
+    const { stream, ...rest } = await inAttempt(ctx.attempt, () =>
+      model.doStream({ ...params, prompt, includeRawChunks: true, abortSignal: ctx.signal }),
+    );
     if (first) meta = rest;
     return iterate(stream, ctx);
   };

@@ -45,7 +45,7 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
-import { gaveUp, seenAs } from "./scope.ts";
+import { currentAttempt, gaveUp, seenAs } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -55,7 +55,7 @@ import {
   runFor,
 } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
-import { hasUndici, type Transport, undiciTransport } from "./transport.ts";
+import { hasUndici, wire } from "./transport.ts";
 
 export type { Dialect, Lead } from "./dialect.ts";
 
@@ -263,35 +263,79 @@ interface FetchCall {
 /** How each attempt goes out: the attempt header, the transport, and every answer's
  * rate-limit headers told to the limiter (rule 16). */
 function sender(options: GuardedFetchOptions, p: Policy): Send {
-  const userFetch = options.fetch !== undefined && options.fetch !== globalThis.fetch;
-  const base = options.fetch ?? globalThis.fetch;
-  const header = options.attemptHeader ?? "x-retry-attempt";
-  const connectMs = options.connectTimeoutMs;
+  const send = wire(options);
   const limiter = p.options.limiter;
-  // undici is an optional peer: with it, the default transport has no 300 s limit.
-  const transport: Promise<Transport> | undefined =
-    (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
   return async (req, attempt, signal) => {
-    // The SDKs hand a Headers of their own, made for this request: set the attempt there
-    // rather than copy it for every attempt.
-    const given = req.init.headers;
-    const headers = given instanceof Headers ? given : new Headers(given);
-    if (headers.has("x-stainless-retry-count"))
-      headers.set("x-stainless-retry-count", String(attempt - 1));
-    else if (header !== false) headers.set(header, String(attempt));
-    const init = { ...req.init, headers, signal };
-    let res: Response;
-    if (transport === undefined) res = await base(req.url, init);
-    else {
-      const t = await transport;
-      const dispatched = { ...init, dispatcher: t.dispatcher } as RequestInit;
-      res = await (userFetch ? base : t.fetch)(req.url, dispatched);
-    }
-    // Every answer, errors too, tells the limiter where the limits stand; a limiter that
-    // throws does not cost the answer.
-    try {
-      limiter?.observeHeaders(res.headers);
-    } catch {}
+    const res = await send(req.url, { ...req.init, signal }, attempt);
+    heard(limiter, res);
+    return res;
+  };
+}
+
+/** Every answer, errors too, tells the limiter where the limits stand; a limiter that
+ * throws does not cost the answer. */
+function heard(limiter: Policy["options"]["limiter"], res: Response): void {
+  try {
+    limiter?.observeHeaders(res.headers);
+  } catch {}
+}
+
+/** What `attemptFetch` takes. */
+export interface AttemptFetchOptions {
+  /** The policy whose calls send through it: its rate limiter hears every answer's
+   * rate-limit headers. */
+  policy?: Policy;
+  /** The fetch to send with. Default: the global fetch (on undici's, when installed). */
+  fetch?: typeof globalThis.fetch;
+  /** Gives up a request whose TCP/TLS connection is not up within this many ms (needs the
+   * `undici` package). Default: the fetch's own (10 s). */
+  connectTimeoutMs?: number;
+  /** The header that carries the attempt number (`x-stainless-retry-count` where the SDK
+   * sends it). `false`: none. Default "x-retry-attempt". */
+  attemptHeader?: string | false;
+}
+
+const ATTEMPT_FETCH = {
+  policy: opt.any<Policy>(
+    (x) => typeof (x as Policy | null)?.execute === "function",
+    "a Policy (policy({ ... }))",
+  ),
+  fetch: opt.fn<typeof globalThis.fetch>(),
+  connectTimeoutMs: FETCH_SPEC.connectTimeoutMs,
+  attemptHeader: FETCH_SPEC.attemptHeader,
+};
+
+/**
+ * The fetch to give an SDK whose calls breakwater retries above it, at the object level
+ * (the AI SDK's middleware, LangChain's adapter): each request carries the attempt number
+ * the adapter's policy is on, a connect timeout, and its rate-limit headers to the policy's
+ * limiter. It retries nothing itself.
+ *
+ * @example
+ * ```ts
+ * const p = policy();
+ * const openai = createOpenAI({ fetch: attemptFetch({ policy: p, connectTimeoutMs: 5_000 }) });
+ * const model = wrapLanguageModel({ model: openai("gpt-4o-mini"), middleware: breakwaterMiddleware({ policy: p }) });
+ * ```
+ */
+export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalThis.fetch {
+  const o = adapterOptions("attemptFetch", ATTEMPT_FETCH, options);
+  if (!Number.isNaN(o.connectTimeoutMs) && !hasUndici())
+    throw new ConfigError(
+      "attemptFetch",
+      "connectTimeoutMs",
+      o.connectTimeoutMs,
+      "used with the undici package installed (npm install undici)",
+    );
+  const send = wire(options);
+  const limiter = options.policy?.options.limiter;
+  const base = options.fetch ?? globalThis.fetch;
+  return async (input, init = {}) => {
+    // A Request object is sent as it is.
+    if (typeof input === "object" && !(input instanceof URL)) return base(input, init);
+    const url = typeof input === "string" ? input : input.href;
+    const res = await send(url, init, currentAttempt());
+    heard(limiter, res);
     return res;
   };
 }

@@ -23,6 +23,7 @@ import {
   type Usage,
 } from "../index.ts";
 import { langchainAnswer } from "./answers.ts";
+import { inAttempt, inAttemptIterable } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -190,7 +191,9 @@ function generate(p: Policy, inner: Obj, method: Method, call: CallFor) {
   return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
     p.execute(
       async (ctx) => {
-        const r = await method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager);
+        const r = await inAttempt(ctx.attempt, () =>
+          method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager),
+        );
         const model = answeringModel(r);
         if (model !== undefined) ctx.answeredBy(model);
         return r;
@@ -209,12 +212,19 @@ function streamed(
   answer?: (chunks: readonly unknown[]) => PartialAnswer,
 ) {
   return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-    p.stream((ctx) => method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager), {
-      ...call(opts),
-      isContent,
-      usage: langchainUsage,
-      ...(answer && { answer }),
-    });
+    p.stream(
+      (ctx) =>
+        inAttemptIterable(
+          ctx.attempt,
+          method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager) as never,
+        ),
+      {
+        ...call(opts),
+        isContent,
+        usage: langchainUsage,
+        ...(answer && { answer }),
+      },
+    );
 }
 
 /** Whether the model's class defines `name` itself, rather than inheriting BaseChatModel's

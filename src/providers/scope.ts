@@ -91,3 +91,31 @@ export function scopedClient<C>(client: C): C {
   };
   return client;
 }
+
+const attempts = new AsyncLocalStorage<number>();
+
+/** Runs `fn` as attempt `n` of a call an adapter retries above the SDK: what it sends
+ * through `attemptFetch` says which attempt it is. */
+export function inAttempt<T>(n: number, fn: () => T): T {
+  return attempts.run(n, fn);
+}
+
+/** The attempt the request being sent belongs to, when an adapter said. */
+export function currentAttempt(): number | undefined {
+  return attempts.getStore();
+}
+
+/** An iterable read as attempt `n`: each `next` runs in its scope, so a generator that sends
+ * its request on its first read (LangChain's streams) says which attempt it is. */
+export function inAttemptIterable<T>(n: number, source: AsyncIterable<T>): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = source[Symbol.asyncIterator]();
+      return {
+        next: () => inAttempt(n, () => it.next()),
+        return: (value?: unknown) =>
+          it.return?.(value) ?? Promise.resolve({ done: true as const, value: undefined }),
+      };
+    },
+  };
+}

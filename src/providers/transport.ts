@@ -60,3 +60,47 @@ function timedConnector(
     }) as unknown as { destroy(): void } | undefined;
   };
 }
+
+/** How each request goes out: the attempt header and the transport. */
+export interface Wire {
+  /** The header that carries the attempt number (`false`: none). */
+  readonly attemptHeader?: string | false | undefined;
+  readonly connectTimeoutMs?: number | undefined;
+  /** The fetch to send with. Default: the global fetch (on undici's, when installed). */
+  readonly fetch?: typeof globalThis.fetch | undefined;
+}
+
+/**
+ * Sends requests as `w` says: the attempt number in its header (in
+ * `x-stainless-retry-count`, as the retries so far, where the openai and anthropic SDKs
+ * already send it), over undici with no 300 s limit and the connect timeout when undici is
+ * installed. `attempt` undefined: no header.
+ */
+export function wire(
+  w: Wire,
+): (url: string, init: RequestInit, attempt: number | undefined) => Promise<Response> {
+  const userFetch = w.fetch !== undefined && w.fetch !== globalThis.fetch;
+  const base = w.fetch ?? globalThis.fetch;
+  const header = w.attemptHeader ?? "x-retry-attempt";
+  const connectMs = w.connectTimeoutMs;
+  // undici is an optional peer: with it, the default transport has no 300 s limit.
+  const transport: Promise<Transport> | undefined =
+    (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
+  return async (url, init, attempt) => {
+    let sent = init;
+    if (attempt !== undefined) {
+      // The SDKs hand a Headers of their own, made for this request: set the attempt there
+      // rather than copy it for every attempt.
+      const given = init.headers;
+      const headers = given instanceof Headers ? given : new Headers(given);
+      if (headers.has("x-stainless-retry-count"))
+        headers.set("x-stainless-retry-count", String(attempt - 1));
+      else if (header !== false) headers.set(header, String(attempt));
+      sent = { ...init, headers };
+    }
+    if (transport === undefined) return base(url, sent);
+    const t = await transport;
+    const dispatched = { ...sent, dispatcher: t.dispatcher } as RequestInit;
+    return (userFetch ? base : t.fetch)(url, dispatched);
+  };
+}

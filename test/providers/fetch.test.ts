@@ -1,14 +1,19 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { connect, type Socket } from "node:net";
+import { createOpenAI } from "@ai-sdk/openai";
 import { GoogleGenAI } from "@google/genai";
+import { ChatOpenAI } from "@langchain/openai";
+import { generateText, streamText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { classify } from "../../src/core/classify.ts";
 import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { ConfigError } from "../../src/core/validate.ts";
-import { guardedFetch } from "../../src/providers/fetch.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
+import { attemptFetch, guardedFetch } from "../../src/providers/fetch.ts";
 import { withBreakwater as google } from "../../src/providers/google.ts";
+import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
 import { withBreakwater as openai } from "../../src/providers/openai.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
@@ -55,6 +60,79 @@ describe("the attempt header: a server can tell retries apart", () => {
       );
       expect(seen.map((h) => h.get(name))).toEqual(want);
     }
+  });
+});
+
+describe("attemptFetch: under an SDK that breakwater retries above (AI SDK, LangChain)", () => {
+  it("the AI SDK: each request carries the middleware's attempt number", async () => {
+    fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
+    const { fetch, seen } = recording();
+    const p = testPolicy().p;
+    const model = wrapLanguageModel({
+      model: createOpenAI({
+        baseURL: `${fs.server.url}/v1`,
+        apiKey: "sk-test",
+        fetch: attemptFetch({ policy: p, fetch }),
+      }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: p }),
+    });
+    await generateText({ model, prompt: "hi", maxRetries: 0 });
+    expect(seen.map((h) => h.get("x-retry-attempt"))).toEqual(["1", "2", "3"]);
+    // A stream's attempts too.
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    seen.length = 0;
+    for await (const _ of streamText({ model, prompt: "hi", maxRetries: 0 }).textStream);
+    expect(seen.map((h) => h.get("x-retry-attempt"))).toEqual(["1", "2"]);
+  });
+
+  it("LangChain's ChatOpenAI: the openai SDK's x-stainless-retry-count says the retries so far, in invoke and stream", async () => {
+    fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
+    const { fetch, seen } = recording();
+    const p = testPolicy().p;
+    const model = langchain(
+      new ChatOpenAI({
+        model: "gpt-test",
+        apiKey: "sk-test",
+        configuration: {
+          baseURL: `${fs.server.url}/v1`,
+          fetch: attemptFetch({ policy: p, fetch }),
+        },
+      }),
+      { policy: p },
+    );
+    await model.invoke("hi");
+    expect(seen.map((h) => h.get("x-stainless-retry-count"))).toEqual(["0", "1", "2"]);
+    fs.script({ rules: [{ requests: [1, 1], status: 503 }] });
+    seen.length = 0;
+    for await (const _ of await model.stream("hi"));
+    expect(seen.map((h) => h.get("x-stainless-retry-count"))).toEqual(["0", "1"]);
+  });
+
+  it("every answer's rate-limit headers reach the policy's limiter", async () => {
+    fs.script({ rateLimit: { requestsPerMinute: 600, tokensPerMinute: 1_000_000 } });
+    const p = testPolicy().p;
+    const model = wrapLanguageModel({
+      model: createOpenAI({
+        baseURL: `${fs.server.url}/v1`,
+        apiKey: "sk-test",
+        fetch: attemptFetch({ policy: p }),
+      }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: p }),
+    });
+    await generateText({ model, prompt: "hi", maxRetries: 0 });
+    const known = (
+      p.options.limiter as unknown as { snapshot(): { limits: Record<string, unknown> } }
+    ).snapshot();
+    expect(JSON.stringify(known)).toContain("600");
+  });
+
+  it("refuses a bad option by name; a Request object is sent as it is", async () => {
+    expect(() => attemptFetch({ attemptHeader: "bad header" })).toThrow(/option "attemptHeader"/);
+    expect(() => attemptFetch({ policy: {} as never })).toThrow(ConfigError);
+    const { fetch, seen } = recording();
+    const res = await attemptFetch({ fetch })(new Request(`${fs.server.url}/__stats`));
+    expect(res.status).toBe(200);
+    expect(seen[0]!.has("x-retry-attempt")).toBe(false);
   });
 });
 
@@ -140,6 +218,31 @@ describe("connectTimeoutMs: a connection that is never accepted", () => {
     expect(elapsed).toBeLessThan(3_000); // not undici's 10 s default, nor the OS's minutes
   });
 
+  it("the AI SDK and LangChain, through attemptFetch: each attempt gives up at the connect timeout", async () => {
+    const baseURL = `http://127.0.0.1:${port}/v1`;
+    const p = testPolicy({ maxAttempts: 2 }).p;
+    const fetch = attemptFetch({ policy: p, connectTimeoutMs: 200 });
+    const model = wrapLanguageModel({
+      model: createOpenAI({ baseURL, apiKey: "sk-test", fetch }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: p }),
+    });
+    const chat = langchain(
+      new ChatOpenAI({ model: "gpt-test", apiKey: "sk-test", configuration: { baseURL, fetch } }),
+      { policy: p },
+    );
+    for (const call of [
+      () => generateText({ model, prompt: "hi", maxRetries: 0 }),
+      () => chat.invoke("hi"),
+    ]) {
+      const started = performance.now();
+      const error = await call().catch((e: unknown) => e);
+      const elapsed = performance.now() - started;
+      expect(ledgerOf(error)?.attempts.map((a) => a.failure?.kind)).toEqual(["timeout", "timeout"]);
+      expect(elapsed).toBeGreaterThanOrEqual(390); // two attempts of 200 ms
+      expect(elapsed).toBeLessThan(3_000); // not undici's 10 s default, nor the OS's minutes
+    }
+  });
+
   it("through the openai adapter: the SDK's timeout error; breakwater's word in onGiveUp", async () => {
     const t = testPolicy({ maxAttempts: 2 });
     const ai = openai(new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-test" }), {
@@ -151,11 +254,13 @@ describe("connectTimeoutMs: a connection that is never accepted", () => {
       .create({ model: "gpt-test", messages })
       .catch((e: unknown) => e);
     // openai-node turns any failure whose text says "timed out" into APIConnectionTimeoutError
-    // and drops its cause, so the outcome cannot ride on the error; the hooks have it.
+    // and drops its cause: the outcome rides on it through the SDK method's scope.
     expect(error).toBeInstanceOf(OpenAI.APIConnectionTimeoutError);
     expect(t.gaveUp.map((e) => [e.reason, e.ledger.attempts.map((a) => a.failure?.kind)])).toEqual([
       ["attempts-exhausted", ["timeout", "timeout"]],
     ]);
+    // And on the SDK's own error, though the SDK dropped the cause.
+    expect(reasonOf(error)).toBe("attempts-exhausted");
     expect(performance.now() - started).toBeLessThan(3_000);
   });
 });
