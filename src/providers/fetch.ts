@@ -280,6 +280,17 @@ function heard(limiter: Policy["options"]["limiter"], res: Response): void {
   } catch {}
 }
 
+/** A connect timeout is kept by undici's connector: without the package, say so at once. */
+function needsUndici(owner: string, connectTimeoutMs: number): void {
+  if (!Number.isNaN(connectTimeoutMs) && !hasUndici())
+    throw new ConfigError(
+      owner,
+      "connectTimeoutMs",
+      connectTimeoutMs,
+      "used with the undici package installed (npm install undici)",
+    );
+}
+
 /** What `attemptFetch` takes. */
 export interface AttemptFetchOptions {
   /** The policy whose calls send through it: its rate limiter hears every answer's
@@ -320,13 +331,7 @@ const ATTEMPT_FETCH = {
  */
 export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalThis.fetch {
   const o = adapterOptions("attemptFetch", ATTEMPT_FETCH, options);
-  if (!Number.isNaN(o.connectTimeoutMs) && !hasUndici())
-    throw new ConfigError(
-      "attemptFetch",
-      "connectTimeoutMs",
-      o.connectTimeoutMs,
-      "used with the undici package installed (npm install undici)",
-    );
+  needsUndici("attemptFetch", o.connectTimeoutMs);
   const send = wire(options);
   const limiter = options.policy?.options.limiter;
   const base = options.fetch ?? globalThis.fetch;
@@ -350,13 +355,7 @@ export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalTh
  */
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
   const o = adapterOptions("guardedFetch", SPEC, options);
-  if (!Number.isNaN(o.connectTimeoutMs) && !hasUndici())
-    throw new ConfigError(
-      "guardedFetch",
-      "connectTimeoutMs",
-      o.connectTimeoutMs,
-      "used with the undici package installed (npm install undici)",
-    );
+  needsUndici("guardedFetch", o.connectTimeoutMs);
   const p = asPolicy(options.policy);
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   const base = options.fetch ?? globalThis.fetch;
