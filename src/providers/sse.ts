@@ -75,6 +75,8 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   readonly #ready: SseEvent[] = [];
   #at = 0;
   #done = false;
+  /** The last read ended on a line break: the decoder holds no half of a character. */
+  #clean = true;
 
   constructor(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>) {
     // A ReadableStream is read through its reader here, not through one more generator.
@@ -119,7 +121,9 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   }
 
   #split(bytes: Uint8Array): void {
-    const fresh = this.#buffer === "";
+    // Nothing held from before: no text in the buffer, no half character in the decoder.
+    const fresh = this.#buffer === "" && this.#clean;
+    this.#clean = endsInBreak(bytes);
     let buffer = this.#buffer + this.#decoder.decode(bytes, { stream: true });
     for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
       const end = m.index + m[0].length;
