@@ -134,6 +134,7 @@ export {
 export {
   type Holder,
   type Journal,
+  type Lease,
   JournalError,
   MemoryJournal,
   RunClaimedError,

@@ -20,7 +20,7 @@
  */
 import type { Pool, PoolClient } from "pg";
 import { ConfigError, opt, parseOptions } from "../core/validate.ts";
-import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
+import { type Holder, type Journal, JournalError, type Lease, type StepRecord } from "./journal.ts";
 
 /** Options of a `PostgresJournal`. */
 export interface PostgresJournalOptions {
@@ -63,7 +63,16 @@ const MIGRATIONS: readonly ((s: string) => string)[] = [
     CREATE TABLE ${s}.claims (
       run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
     CREATE INDEX claims_expiry ON ${s}.claims (expires_at);`,
+  // Fencing: each claim's generation, which every write of its worker carries; a released
+  // claim keeps its row (and generation), marked so that no sweep takes the run over.
+  (s) => `
+    ALTER TABLE ${s}.claims ADD COLUMN generation BIGINT NOT NULL DEFAULT 0,
+      ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;`,
 ];
+
+/** The fence's parameters after a write's own. */
+const fenceParams = (lease: Lease | undefined) =>
+  lease === undefined ? [] : [lease.owner, lease.generation];
 
 /** One advisory-lock key for migrations, so workers starting together migrate once. */
 const MIGRATION_LOCK = 0x62_77_6a_6e; // "bwjn"
@@ -144,18 +153,45 @@ export class PostgresJournal implements Journal {
     return rows[0] === undefined ? undefined : toRecord(rows[0]);
   }
 
-  /** Records a step; one recorded "ok" is never overwritten. */
-  async put(r: StepRecord): Promise<void> {
+  /** The claim row a fenced write checks, locked FOR SHARE: a takeover (which updates the
+   * row) waits for the write's transaction, and a write after it sees the new generation. */
+  #fence(lease: Lease | undefined, at: number): string {
+    return lease === undefined
+      ? "SELECT true AS held"
+      : `SELECT true AS held FROM ${this.#s}.claims
+         WHERE run_id = $1 AND owner = $${at} AND generation = $${at + 1} FOR SHARE`;
+  }
+
+  /** Records a step; one recorded "ok" is never overwritten; false (nothing written) when
+   * `lease` was taken over. */
+  async put(r: StepRecord, lease?: Lease): Promise<boolean> {
     const value = r.value === undefined ? null : JSON.stringify(r.value);
-    await this.#q(
+    const rows = await this.#q<{ held: boolean }>(
       `record step "${r.step}" of run "${r.runId}"`,
-      `INSERT INTO ${this.#s}.steps (run_id, step, status, value, error, at)
-       VALUES ($1, $2, $3, $4::jsonb, $5, $6)
-       ON CONFLICT (run_id, step) DO UPDATE SET
-         status = EXCLUDED.status, value = EXCLUDED.value, error = EXCLUDED.error, at = EXCLUDED.at
-       WHERE ${this.#s}.steps.status <> 'ok'`,
-      [r.runId, r.step, r.status, value, r.error ?? null, r.at],
+      `WITH fence AS (${this.#fence(lease, 7)}),
+       written AS (
+         INSERT INTO ${this.#s}.steps (run_id, step, status, value, error, at)
+         SELECT $1, $2, $3, $4::jsonb, $5, $6 WHERE EXISTS (SELECT 1 FROM fence)
+         ON CONFLICT (run_id, step) DO UPDATE SET
+           status = EXCLUDED.status, value = EXCLUDED.value, error = EXCLUDED.error, at = EXCLUDED.at
+         WHERE ${this.#s}.steps.status <> 'ok')
+       SELECT held FROM fence`,
+      [r.runId, r.step, r.status, value, r.error ?? null, r.at, ...fenceParams(lease)],
     );
+    return rows.length > 0;
+  }
+
+  /** Deletes these steps of a run; false (nothing deleted) when `lease` was taken over. */
+  async forget(runId: string, steps: readonly string[], lease?: Lease): Promise<boolean> {
+    const rows = await this.#q<{ held: boolean }>(
+      `forget ${steps.length} steps of run "${runId}"`,
+      `WITH fence AS (${this.#fence(lease, 3)}),
+       gone AS (DELETE FROM ${this.#s}.steps
+         WHERE run_id = $1 AND step = ANY($2::text[]) AND EXISTS (SELECT 1 FROM fence))
+       SELECT held FROM fence`,
+      [runId, steps, ...fenceParams(lease)],
+    );
+    return rows.length > 0;
   }
 
   async steps(runId: string): Promise<StepRecord[]> {
@@ -167,19 +203,31 @@ export class PostgresJournal implements Journal {
     return rows.map(toRecord);
   }
 
-  /** Takes or renews the lease on a run (the database's clock): free, expired, or
-   * already `owner`'s; false while another owner holds it. */
-  async claim(runId: string, owner: string, leaseMs: number): Promise<boolean> {
-    const rows = await this.#q(
+  /** Takes (answering the claim's generation) or, with `generation`, renews the lease on a
+   * run (the database's clock): free, expired, or already `owner`'s; false while another
+   * claim holds it. */
+  async claim(
+    runId: string,
+    owner: string,
+    leaseMs: number,
+    generation?: number,
+  ): Promise<number | false> {
+    const rows = await this.#q<{ generation: string }>(
       `claim run "${runId}"`,
-      `INSERT INTO ${this.#s}.claims (run_id, owner, expires_at)
-       VALUES ($1, $2, now() + $3 * interval '1 millisecond')
-       ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-       WHERE ${this.#s}.claims.owner = EXCLUDED.owner OR ${this.#s}.claims.expires_at <= now()
-       RETURNING run_id`,
-      [runId, owner, leaseMs],
+      generation === undefined
+        ? `INSERT INTO ${this.#s}.claims (run_id, owner, expires_at, generation)
+           VALUES ($1, $2, now() + $3 * interval '1 millisecond', 1)
+           ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner,
+             expires_at = EXCLUDED.expires_at, released = false,
+             generation = ${this.#s}.claims.generation + 1
+           WHERE ${this.#s}.claims.owner = EXCLUDED.owner OR ${this.#s}.claims.expires_at <= now()
+           RETURNING generation`
+        : `UPDATE ${this.#s}.claims SET expires_at = now() + $3 * interval '1 millisecond'
+           WHERE run_id = $1 AND owner = $2 AND generation = $4 AND NOT released
+           RETURNING generation`,
+      generation === undefined ? [runId, owner, leaseMs] : [runId, owner, leaseMs, generation],
     );
-    return rows.length > 0;
+    return rows[0] === undefined ? false : Number(rows[0].generation);
   }
 
   /** Who holds the lease on `runId` and until when, if anyone does. */
@@ -195,11 +243,15 @@ export class PostgresJournal implements Journal {
       : { owner: r.owner, expiresAt: new Date(r.expires_at).getTime() };
   }
 
-  async release(runId: string, owner: string): Promise<void> {
+  /** Lets go of the lease, if `owner` holds it (with `generation`, that claim). The row
+   * stays, expired and marked released, so the next claim still takes a later generation
+   * and no sweep takes a finished run over. */
+  async release(runId: string, owner: string, generation?: number): Promise<void> {
     await this.#q(
       `release run "${runId}"`,
-      `DELETE FROM ${this.#s}.claims WHERE run_id = $1 AND owner = $2`,
-      [runId, owner],
+      `UPDATE ${this.#s}.claims SET expires_at = now(), released = true
+       WHERE run_id = $1 AND owner = $2 AND ($3::bigint IS NULL OR generation = $3)`,
+      [runId, owner, generation ?? null],
     );
   }
 
@@ -212,8 +264,9 @@ export class PostgresJournal implements Journal {
   async takeOver(owner: string, leaseMs: number, limit = 10): Promise<string[]> {
     const rows = await this.#q<{ run_id: string }>(
       "take over expired runs",
-      `UPDATE ${this.#s}.claims c SET owner = $1, expires_at = now() + $2 * interval '1 millisecond'
-       FROM (SELECT run_id FROM ${this.#s}.claims WHERE expires_at <= now()
+      `UPDATE ${this.#s}.claims c SET owner = $1, expires_at = now() + $2 * interval '1 millisecond',
+         generation = c.generation + 1
+       FROM (SELECT run_id FROM ${this.#s}.claims WHERE expires_at <= now() AND NOT released
              ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED) expired
        WHERE c.run_id = expired.run_id
        RETURNING c.run_id`,

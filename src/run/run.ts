@@ -3,7 +3,7 @@ import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { partsOf, registerRun } from "./internal.ts";
-import { type Journal, RunClaimedError } from "./journal.ts";
+import { type Journal, type Lease, RunClaimedError } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
 import { runStep } from "./steps.ts";
 import { ToolMemo } from "./tool-memo.ts";
@@ -116,6 +116,11 @@ export class Run {
   readonly #limits: RunLimits;
   readonly #owner: string;
   readonly #leaseMs: number;
+  /** The claim this run holds on its id in the journal, taken by its first step: the
+   * fencing token its writes carry (null: the journal grants leases without one). */
+  #claim: Promise<Lease | null> | undefined;
+  /** That claim's generation, once granted (what an exiting process lets go of). */
+  #generation: number | undefined;
   #children = 0;
 
   constructor(options: RunOptions = {}) {
@@ -189,26 +194,68 @@ export class Run {
     const journal = this.journal;
     if (journal === undefined) return fn();
     // Two workers never run one run: the lease is taken (or renewed) before every step.
-    if (journal.claim && !(await journal.claim(this.id, this.#owner, this.#leaseMs)))
-      throw new RunClaimedError(this.id, await journal.holder?.(this.id));
+    const lease = await this.#hold(journal);
     if (journal.release) holding(this);
     const stats = this.#limits.stats;
     const onReplay = () => void stats.stepsReplayed++;
+    const lost = () => this.#takenOver(journal);
     // A long step keeps its lease: renewed every third of it while the step runs (wall
     // time, as leases are; the timer never keeps the process alive).
-    const claim = journal.claim?.bind(journal);
     const renew =
-      claim &&
+      journal.claim &&
       setInterval(
-        () => void Promise.resolve(claim(this.id, this.#owner, this.#leaseMs)).catch(() => {}),
+        () => void Promise.resolve(this.#renew(journal, lease)).catch(() => {}),
         Math.max(10, this.#leaseMs / 3),
       );
     renew?.unref?.();
     try {
-      return await runStep({ runId: this.id, journal, clock: this.clock, onReplay }, name, fn);
+      return await runStep(
+        { runId: this.id, journal, clock: this.clock, onReplay, lease, lost },
+        name,
+        fn,
+      );
     } finally {
       clearInterval(renew);
     }
+  }
+
+  /** Takes the run's lease (its first step) or renews it (every later one); throws
+   * `RunClaimedError` while another worker holds the run, or once one took it over. */
+  async #hold(journal: Journal): Promise<Lease | undefined> {
+    if (!journal.claim) return undefined;
+    if (this.#claim === undefined) {
+      const claiming = (async () => {
+        const got = await journal.claim!(this.id, this.#owner, this.#leaseMs);
+        if (got === false) throw new RunClaimedError(this.id, await journal.holder?.(this.id));
+        if (typeof got !== "number") return null;
+        this.#generation = got;
+        return { owner: this.#owner, generation: got };
+      })();
+      this.#claim = claiming;
+      // Steps started together wait for the one claim; a refused claim is tried afresh by
+      // the next step (the lease may have run out by then).
+      claiming.catch(() => {
+        if (this.#claim === claiming) this.#claim = undefined;
+      });
+      return (await claiming) ?? undefined;
+    }
+    const lease = (await this.#claim) ?? undefined;
+    if (!(await this.#renew(journal, lease))) throw await this.#takenOver(journal);
+    return lease;
+  }
+
+  /** What a worker that lost its run is told: who holds it now, where the journal says. */
+  async #takenOver(journal: Journal): Promise<RunClaimedError> {
+    const holder = await Promise.resolve()
+      .then(() => journal.holder?.(this.id))
+      .catch(() => undefined);
+    return new RunClaimedError(this.id, holder, Date.now(), true);
+  }
+
+  /** Renews the lease; false when it was taken over. */
+  async #renew(journal: Journal, lease: Lease | undefined): Promise<boolean> {
+    const got = await journal.claim!(this.id, this.#owner, this.#leaseMs, lease?.generation);
+    return got !== false;
   }
 
   /**
@@ -229,14 +276,20 @@ export class Run {
   /** Lets go of the journal's lease on this run (when it is done, or handed over). */
   async release(): Promise<void> {
     held.delete(this);
-    await this.journal?.release?.(this.id, this.#owner);
+    await this.#claim?.catch(() => null); // a claim in flight, then let go of it
+    const generation = this.#generation;
+    this.#claim = this.#generation = undefined;
+    await this.journal?.release?.(this.id, this.#owner, generation);
   }
 
-  /** Lets go of the lease without waiting: what the process does as it exits. */
+  /** Lets go of the lease without waiting: what the process does as it exits (only the
+   * claim this run took, never a later one under the same owner). */
   releaseSync(): void {
     held.delete(this);
+    const generation = this.#generation;
+    this.#claim = this.#generation = undefined;
     try {
-      const r = this.journal?.release?.(this.id, this.#owner);
+      const r = this.journal?.release?.(this.id, this.#owner, generation);
       if (r instanceof Promise) r.catch(() => {});
     } catch {}
   }

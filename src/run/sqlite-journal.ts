@@ -16,7 +16,7 @@
  */
 import type { DatabaseSync } from "node:sqlite";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
-import { type Holder, type Journal, JournalError, type StepRecord } from "./journal.ts";
+import { type Holder, type Journal, JournalError, type Lease, type StepRecord } from "./journal.ts";
 
 interface Row {
   run_id: string;
@@ -49,7 +49,33 @@ const SCHEMA = `
     run_id TEXT NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
     value TEXT, error TEXT, at REAL NOT NULL, PRIMARY KEY (run_id, step));
   CREATE TABLE IF NOT EXISTS breakwater_claims (
-    run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);`;
+    run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0);`;
+
+/** A file made before leases had generations gets the column (once: the check and the
+ * change run under the write lock, so processes opening it together change it once). */
+function migrate(db: DatabaseSync): void {
+  locked(db, () => {
+    const columns = db.prepare("PRAGMA table_info(breakwater_claims)").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "generation"))
+      db.exec("ALTER TABLE breakwater_claims ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
+  });
+}
+
+/** Runs `fn` in a transaction holding the write lock (waiting the busy timeout for it). */
+function locked<T>(db: DatabaseSync, fn: () => T): T {
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const result = fn();
+    db.exec("COMMIT");
+    return result;
+  } catch (error) {
+    try {
+      db.exec("ROLLBACK");
+    } catch {} // the failure ended the transaction already
+    throw error;
+  }
+}
 
 /** node:sqlite, loaded when the first journal is made: a clear error where the Node in use
  * has none (before 22.13 it needs a flag; Node 20 has none at all). */
@@ -82,6 +108,7 @@ function openShared(path: string, busyMs: number): DatabaseSync {
       db.exec("PRAGMA journal_mode = WAL");
       db.exec("PRAGMA synchronous = NORMAL"); // durable across a crash of the process
       db.exec(SCHEMA);
+      migrate(db);
       return db;
     } catch (error) {
       db?.close();
@@ -99,10 +126,21 @@ const PUT = `INSERT INTO breakwater_steps (run_id, step, status, value, error, a
     status = excluded.status, value = excluded.value, error = excluded.error, at = excluded.at
   WHERE breakwater_steps.status <> 'ok'`;
 
-/** Takes or renews a run's lease in one statement: free, expired, or already ours. */
-const CLAIM = `INSERT INTO breakwater_claims (run_id, owner, expires_at) VALUES (?, ?, ?)
-  ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-  WHERE breakwater_claims.owner = excluded.owner OR breakwater_claims.expires_at <= ?`;
+/** Takes a run's lease in one statement, the next generation: free, expired, or already
+ * this owner's. */
+const CLAIM = `INSERT INTO breakwater_claims (run_id, owner, expires_at, generation)
+  VALUES (?, ?, ?, 1)
+  ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at,
+    generation = breakwater_claims.generation + 1
+  WHERE breakwater_claims.owner = excluded.owner OR breakwater_claims.expires_at <= ?
+  RETURNING generation`;
+
+/** Renews a claim while it still holds the run. */
+const RENEW = `UPDATE breakwater_claims SET expires_at = ?
+  WHERE run_id = ? AND owner = ? AND generation = ? RETURNING generation`;
+
+/** Whether a lease still holds its run: every fenced write checks it in its transaction. */
+const HOLDS = `SELECT 1 FROM breakwater_claims WHERE run_id = ? AND owner = ? AND generation = ?`;
 
 /**
  * A journal in a SQLite file (node:sqlite, no native build), safe for several processes on
@@ -142,12 +180,38 @@ export class SqliteJournal implements Journal {
     return row === undefined ? undefined : toRecord(row);
   }
 
-  /** Records a step; one recorded "ok" is never overwritten. */
-  put(r: StepRecord): void {
+  /** Records a step; one recorded "ok" is never overwritten; false (nothing written) when
+   * `lease` was taken over. */
+  put(r: StepRecord, lease?: Lease): boolean {
     const value = r.value === undefined ? null : JSON.stringify(r.value);
-    this.#run(`record step "${r.step}" of run "${r.runId}"`, () =>
+    return this.#fenced(`record step "${r.step}" of run "${r.runId}"`, r.runId, lease, () =>
       this.#db.prepare(PUT).run(r.runId, r.step, r.status, value, r.error ?? null, r.at),
     );
+  }
+
+  /** Deletes these steps of a run; false (nothing deleted) when `lease` was taken over. */
+  forget(runId: string, steps: readonly string[], lease?: Lease): boolean {
+    const del = this.#db.prepare("DELETE FROM breakwater_steps WHERE run_id = ? AND step = ?");
+    return this.#fenced(`forget ${steps.length} steps of run "${runId}"`, runId, lease, () => {
+      for (const step of steps) del.run(runId, step);
+    });
+  }
+
+  /** Writes under the write lock, only while `lease` holds the run: a claim taken between
+   * the check and the write waits for this transaction (SQLite has one writer). */
+  #fenced(what: string, runId: string, lease: Lease | undefined, write: () => void): boolean {
+    return this.#run(what, () => {
+      if (lease === undefined) {
+        write();
+        return true;
+      }
+      return locked(this.#db, () => {
+        const holds =
+          this.#db.prepare(HOLDS).get(runId, lease.owner, lease.generation) !== undefined;
+        if (holds) write();
+        return holds;
+      });
+    });
   }
 
   /** Every recorded step of a run, in the order they ran. */
@@ -160,14 +224,17 @@ export class SqliteJournal implements Journal {
     return rows.map(toRecord);
   }
 
-  /** Takes or renews the lease on `runId` for `owner` until `leaseMs` from now (wall
-   * time, shared by every process); false while another owner holds it. */
-  claim(runId: string, owner: string, leaseMs: number): boolean {
+  /** Takes (answering the claim's generation) or, with `generation`, renews the lease on
+   * `runId` for `owner` until `leaseMs` from now (wall time, shared by every process);
+   * false while another claim holds it. */
+  claim(runId: string, owner: string, leaseMs: number, generation?: number): number | false {
     const now = Date.now();
-    const r = this.#run(`claim run "${runId}"`, () =>
-      this.#db.prepare(CLAIM).run(runId, owner, now + leaseMs, now),
-    );
-    return Number(r.changes) > 0;
+    const row = this.#run(`claim run "${runId}"`, () =>
+      generation === undefined
+        ? this.#db.prepare(CLAIM).get(runId, owner, now + leaseMs, now)
+        : this.#db.prepare(RENEW).get(now + leaseMs, runId, owner, generation),
+    ) as { generation: number } | undefined;
+    return row === undefined ? false : Number(row.generation);
   }
 
   /** Who holds the lease on `runId` and until when, if anyone does. */
@@ -182,12 +249,15 @@ export class SqliteJournal implements Journal {
     return row === undefined ? undefined : { owner: row.owner, expiresAt: Number(row.expires_at) };
   }
 
-  /** Lets go of the lease, if `owner` holds it. */
-  release(runId: string, owner: string): void {
+  /** Lets go of the lease, if `owner` holds it (with `generation`, that claim). The row
+   * stays, expired, so the next claim still takes a later generation. */
+  release(runId: string, owner: string, generation?: number): void {
     this.#run(`release run "${runId}"`, () =>
       this.#db
-        .prepare("DELETE FROM breakwater_claims WHERE run_id = ? AND owner = ?")
-        .run(runId, owner),
+        .prepare(
+          "UPDATE breakwater_claims SET expires_at = 0 WHERE run_id = ? AND owner = ? AND (? IS NULL OR generation = ?)",
+        )
+        .run(runId, owner, generation ?? null, generation ?? null),
     );
   }
 

@@ -1,7 +1,7 @@
 import type { Clock } from "../core/clock.ts";
 import { redact } from "../core/redact.ts";
 import { describeError } from "../core/safe.ts";
-import type { Journal } from "./journal.ts";
+import type { Journal, Lease, StepRecord } from "./journal.ts";
 
 /** What a step needs of its run. */
 export interface StepContext {
@@ -10,6 +10,17 @@ export interface StepContext {
   readonly clock: Clock;
   /** Called when a step is answered from the journal. */
   readonly onReplay: () => void;
+  /** The run's claim: every write carries it, and is refused once it was taken over. */
+  readonly lease?: Lease | undefined;
+  /** What a refused write throws. */
+  readonly lost?: () => Promise<Error>;
+}
+
+/** Records a step under the run's lease; a write the journal refused (the run was taken
+ * over) throws, so the worker that lost the run stops there. */
+async function record(c: StepContext, r: StepRecord): Promise<void> {
+  const written = await c.journal.put(r, c.lease);
+  if (written === false) throw (await c.lost?.()) ?? new Error(`run "${c.runId}" was taken over`);
 }
 
 const describe = (error: unknown): string => redact(describeError(error)).slice(0, 2000);
@@ -47,16 +58,10 @@ export async function runStep<T>(
     value = await fn();
   } catch (error) {
     const at = c.clock.now();
-    await c.journal.put({
-      runId: c.runId,
-      step: name,
-      status: "failed",
-      error: describe(error),
-      at,
-    });
+    await record(c, { runId: c.runId, step: name, status: "failed", error: describe(error), at });
     throw error;
   }
   const json = toJson(name, value);
-  await c.journal.put({ runId: c.runId, step: name, status: "ok", value: json, at: c.clock.now() });
+  await record(c, { runId: c.runId, step: name, status: "ok", value: json, at: c.clock.now() });
   return value;
 }

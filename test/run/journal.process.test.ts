@@ -5,7 +5,13 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
-import { killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
+import {
+  frozenAndThawed,
+  killRepeatedly,
+  lastLine,
+  service,
+  worker,
+} from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));
@@ -130,5 +136,51 @@ describe("SqliteJournal across processes", () => {
     expect(later.out.trim().split("\n").at(-1)).toBe("done");
     const s = service(svc);
     expect(s.effects).toBe(30);
+  }, 60_000);
+
+  it("a worker frozen past its lease (SIGSTOP), taken over and thawed, cannot overwrite the new owner's steps", async () => {
+    const { db, service: svc } = paths();
+    const args = { db, service: svc, runId: "frozen", steps: 6, stamp: true };
+    const { a, b } = await frozenAndThawed(args, 600);
+    expect(b).toBe("done");
+    expect(a).toMatch(/^refused: BreakwaterRunClaimedError: run "frozen" was taken over/);
+    const j = new SqliteJournal(db);
+    const values = j.steps("frozen").map((s) => s.value);
+    j.close();
+    // a ran s0 and s1 before it froze inside s2; b replayed them and ran the rest.
+    expect(values).toEqual(["a:0", "a:1", "b:2", "b:3", "b:4", "b:5"]);
+  }, 60_000);
+
+  it("a file made before leases had generations is migrated on open, by one of many processes", async () => {
+    const { db } = paths();
+    const { DatabaseSync } = await import("node:sqlite");
+    const old = new DatabaseSync(db);
+    old.exec(`CREATE TABLE breakwater_steps (run_id TEXT NOT NULL, step TEXT NOT NULL,
+      status TEXT NOT NULL, value TEXT, error TEXT, at REAL NOT NULL, PRIMARY KEY (run_id, step));
+      CREATE TABLE breakwater_claims (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+      INSERT INTO breakwater_claims VALUES ('old', 'w', 0);
+      INSERT INTO breakwater_steps VALUES ('old', 'plan', 'ok', '"kept"', NULL, 1);`);
+    old.close();
+    const opener = join(import.meta.dirname, "fixtures", "open-journal.ts");
+    const at = Date.now() + 2_000;
+    const outs = await Promise.all(
+      Array.from(
+        { length: 8 },
+        () =>
+          new Promise<string>((resolve) => {
+            const c = spawn(process.execPath, [opener, db, String(at)], {
+              stdio: ["ignore", "pipe", "inherit"],
+            });
+            let out = "";
+            c.stdout.on("data", (d: Buffer) => (out += d.toString()));
+            c.on("exit", () => resolve(out.trim()));
+          }),
+      ),
+    );
+    expect(outs.filter((o) => o !== "ok")).toEqual([]);
+    const j = new SqliteJournal(db);
+    expect(j.claim("old", "x", 60_000)).toBe(1); // the old row's generation 0, then 1
+    expect(j.get("old", "plan")?.value).toBe("kept");
+    j.close();
   }, 60_000);
 });

@@ -2,9 +2,10 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { type Journal, MemoryJournal } from "../../src/run/journal.ts";
+import { type Journal, MemoryJournal, RunClaimedError } from "../../src/run/journal.ts";
 import { Run } from "../../src/run/run.ts";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
+import { fencing } from "./fixtures/fencing.ts";
 
 /** Runs a three-step agent; `failAt` makes that step throw (a crash, a provider outage). */
 async function agent(run: Run, calls: string[], failAt?: string) {
@@ -98,6 +99,48 @@ describe.each([
     // b's lease (50 ms) runs out: a may take the run back.
     await new Promise((r) => setTimeout(r, 80));
     expect(await a.step("three", () => 3)).toBe(3);
+  });
+
+  it("each claim takes the next generation; a write under an earlier one is refused", () =>
+    fencing(make()));
+
+  it("a run whose claim was taken over stops: its results are refused, the new owner's stand", async () => {
+    const journal = make();
+    const old = new Run({ id: "pod", journal, owner: "pod-1" });
+    await old.step("plan", () => "old plan");
+    let resume!: () => void;
+    const late = old.step("charge", async () => {
+      await new Promise<void>((r) => (resume = r)); // frozen mid-step
+      return "charged by the old process";
+    });
+    await new Promise((r) => setTimeout(r, 5));
+    // The pod restarts under the same name while the old process is frozen: it takes the
+    // run back at once, replays the plan, and runs the step itself.
+    const restarted = new Run({ id: "pod", journal, owner: "pod-1" });
+    expect(await restarted.step("plan", () => "new plan")).toBe("old plan");
+    expect(await restarted.step("charge", () => "charged by the restarted pod")).toBe(
+      "charged by the restarted pod",
+    );
+    resume(); // the old process thaws
+    const refused = await late.catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(RunClaimedError);
+    expect((refused as RunClaimedError).takenOver).toBe(true);
+    expect(String(refused)).toMatch(/run "pod" was taken over by worker "pod-1" while this worker ran it/);
+    await expect(old.step("next", () => 1)).rejects.toThrow(/was taken over/);
+    expect((await journal.get("pod", "charge"))?.value).toBe("charged by the restarted pod");
+    expect(await journal.get("pod", "next")).toBeUndefined();
+    await old.release(); // lets go of nothing: the lease is the restarted pod's
+    expect((await journal.holder!("pod"))?.owner).toBe("pod-1");
+    await restarted.release();
+    expect(await journal.holder!("pod")).toBeUndefined();
+  });
+
+  it("steps started together share one claim", async () => {
+    const journal = make();
+    const run = new Run({ id: "parallel", journal });
+    const all = await Promise.all(Array.from({ length: 8 }, (_, i) => run.step(`s${i}`, () => i)));
+    expect(all).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect((await journal.steps("parallel")).length).toBe(8); // none refused by another's claim
   });
 });
 

@@ -7,7 +7,14 @@ import { PostgresJournal } from "../../src/run/postgres-journal.ts";
 import { Run } from "../../src/run/run.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.ts";
-import { killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
+import { fencing } from "./fixtures/fencing.ts";
+import {
+  frozenAndThawed,
+  killRepeatedly,
+  lastLine,
+  service,
+  worker,
+} from "./fixtures/workers.ts";
 
 // A real PostgreSQL (Debian's binaries, a throwaway cluster on loopback), no mocks.
 let server: TestPostgres;
@@ -32,9 +39,9 @@ describe("PostgresJournal", () => {
     const all = await Promise.all(
       Array.from({ length: 6 }, () => PostgresJournal.open({ pool, schema })),
     );
-    expect(await all[0]!.migrate()).toBe(1);
-    const { rows } = await pool.query(`SELECT version FROM ${schema}.migrations`);
-    expect(rows).toEqual([{ version: 1 }]);
+    expect(await all[0]!.migrate()).toBe(2);
+    const { rows } = await pool.query(`SELECT version FROM ${schema}.migrations ORDER BY version`);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
   });
 
   it("resumes a run at its failed step; ok is never overwritten", async () => {
@@ -68,9 +75,9 @@ describe("PostgresJournal", () => {
 
   it("leases on the database's clock; takeOver hands each expired run to one sweeper", async () => {
     const journal = await PostgresJournal.open({ pool, schema: fresh().schema });
-    expect(await journal.claim("a", "w1", 60_000)).toBe(true);
+    expect(await journal.claim("a", "w1", 60_000)).toBe(1);
     expect(await journal.claim("a", "w2", 60_000)).toBe(false);
-    expect(await journal.claim("a", "w1", 60_000)).toBe(true); // renewed by its owner
+    expect(await journal.claim("a", "w1", 60_000, 1)).toBe(1); // renewed by its claim
     for (let i = 0; i < 20; i++) await journal.claim(`dead-${i}`, "crashed", 1);
     await new Promise((r) => setTimeout(r, 20));
     const [x, y] = await Promise.all([
@@ -81,7 +88,24 @@ describe("PostgresJournal", () => {
     expect(new Set([...x, ...y]).size).toBe(20); // none taken twice
     expect(await journal.takeOver("sweeper-z", 60_000)).toEqual([]);
     await journal.release("a", "w1");
-    expect(await journal.claim("a", "w2", 60_000)).toBe(true);
+    expect(await journal.claim("a", "w2", 60_000)).toBe(2);
+    await journal.release("a", "w2");
+    await new Promise((r) => setTimeout(r, 5));
+    expect(await journal.takeOver("sweeper-z", 60_000)).toEqual([]); // released: not a dead worker's
+  });
+
+  it("each claim takes the next generation; a write under an earlier one is refused", async () => {
+    await fencing(await PostgresJournal.open({ pool, schema: fresh().schema }));
+  });
+
+  it("a takeover bumps the generation: the dead worker's writes are refused", async () => {
+    const journal = await PostgresJournal.open({ pool, schema: fresh().schema });
+    const g = (await journal.claim("t", "dead", 1)) as number;
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await journal.takeOver("sweeper", 60_000)).toEqual(["t"]);
+    const late = { runId: "t", step: "s", status: "ok" as const, value: 1, at: 1 };
+    expect(await journal.put(late, { owner: "dead", generation: g })).toBe(false);
+    expect(await journal.put(late, { owner: "sweeper", generation: g + 1 })).toBe(true);
   });
 
   it("names what it could not do, and checks its options", async () => {
@@ -159,5 +183,16 @@ describe("PostgresJournal across processes", () => {
     expect(later.out).toContain("took over handover");
     expect(lastLine(later.out)).toBe("done");
     expect(service(svc).effects).toBe(30);
+  }, 60_000);
+
+  it("a worker frozen past its lease (SIGSTOP), taken over and thawed, cannot overwrite the new owner's steps", async () => {
+    const { schema, service: svc } = fresh();
+    const args = { pg: server.url, db: schema, service: svc, runId: "frozen", steps: 6, stamp: true };
+    const { a, b } = await frozenAndThawed(args, 600);
+    expect(b).toBe("done");
+    expect(a).toMatch(/^refused: BreakwaterRunClaimedError: run "frozen" was taken over/);
+    const journal = await PostgresJournal.open({ pool, schema });
+    const values = (await journal.steps("frozen")).map((s) => s.value);
+    expect(values).toEqual(["a:0", "a:1", "b:2", "b:3", "b:4", "b:5"]);
   }, 60_000);
 });
