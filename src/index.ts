@@ -134,8 +134,8 @@ export {
 export {
   type Holder,
   type Journal,
-  type Lease,
   JournalError,
+  type Lease,
   MemoryJournal,
   RunClaimedError,
   type StepRecord,

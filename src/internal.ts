@@ -5,6 +5,7 @@
  * the tagging of a provider's error with its call's outcome. Not a package export.
  */
 export { isClock } from "./core/clock.ts";
+export { EFFECTS } from "./core/effects.ts";
 export { tagError } from "./core/errors.ts";
 export { readHeader } from "./core/headers.ts";
 export {

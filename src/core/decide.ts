@@ -1,5 +1,6 @@
 import type { Backoff } from "./backoff.ts";
 import type { Deadline, TimeoutCause } from "./deadline.ts";
+import { provesNothingRan } from "./effects.ts";
 import type { GiveUpReason } from "./errors.ts";
 import { type Failure, isOutputKind } from "./failure.ts";
 import { MAX_DELAY_MS } from "./retry-after.ts";
@@ -19,6 +20,8 @@ export interface RetryState {
   readonly callerRefused: boolean;
   /** Why the run refuses another attempt or retry, if it does. */
   readonly runRefusal: GiveUpReason | undefined;
+  /** The request changes state on the server each time it arrives (rule 20). */
+  readonly unsafe?: boolean;
 }
 
 /** The policy's rules that a decision reads. */
@@ -55,6 +58,11 @@ function settled(s: RetryState, f: Failure, r: RetryRules): Verdict | undefined 
   if (f.kind === "cancelled") return stop("cancelled");
   // An answer shown and then found bad was not interrupted: it ended, and is refused.
   if (s.emitted) return stop(isOutputKind(f.kind) ? "not-retryable" : "stream-interrupted");
+  // An unsafe request is sent again only when the failure proves it never arrived; one cut
+  // by a timer (the deadline's too) may have arrived; an answer that came and failed its
+  // checks did (rule 20).
+  if (s.unsafe && f.retryable && !provesNothingRan(f))
+    return stop(isOutputKind(f.kind) ? "not-retryable" : "outcome-unknown");
   if (s.timedOutBy === "deadline" || s.timedOutBy === "run-deadline") return stop(s.timedOutBy);
   if (!f.retryable || s.callerRefused) return stop("not-retryable");
   if (s.attempt >= r.maxAttempts)

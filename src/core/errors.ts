@@ -45,6 +45,11 @@ const REASONS = {
     message: "retries have spent more than their share of the run's tokens",
   },
   "run-tool-failures": { own: true, message: "the run hit its cap on tool failures" },
+  "outcome-unknown": {
+    own: true,
+    message:
+      "the request changes state on the server and failed after it may have arrived: not sent again (check the state, or mark the request safe)",
+  },
   "not-retryable": { own: false },
   "attempts-exhausted": { own: false },
   cancelled: { own: false },

@@ -2,6 +2,7 @@ import { classify } from "../core/classify.ts";
 import type { Clock } from "../core/clock.ts";
 import { callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
+import { EFFECTS, type Effect } from "../core/effects.ts";
 import {
   BreakwaterError,
   type GiveUpReason,
@@ -88,6 +89,11 @@ export interface CallOptions {
    * retries came back later instead of never) and answered no more calls in outage-503.
    * @default false */
   patience?: boolean;
+  /** What sending this request again does (docs/architecture.md, rule 20): "unsafe" (it
+   * changes state on the server each time it arrives) is sent again only after a failure
+   * that proves it never arrived (connection refused, a 429, 503 or 529); after any other
+   * it gives up with `outcome-unknown`. @default "idempotent" */
+  effect?: Effect;
 }
 
 export interface FailOptions {
@@ -132,6 +138,7 @@ export const CALL_SPEC = {
   }),
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
   patience: opt.bool(),
+  effect: opt.oneOf(EFFECTS),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
@@ -504,6 +511,7 @@ export class Call implements AttemptOwner, GateRequest {
       timedOutBy: this.#attempt?.timedOut?.by,
       callerRefused: f.retryable && refused?.(f, this.#lastError) === false,
       runRefusal: limits && (limits.refuseAttempt(this.#o.clock.now()) ?? limits.refuseRetry()),
+      unsafe: this.#options?.effect === "unsafe",
     };
   }
 

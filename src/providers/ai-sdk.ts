@@ -17,6 +17,8 @@
 import type { LanguageModelV4Middleware, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import {
   type AttemptContext,
+  ConfigError,
+  type Effect,
   type OutputCheck,
   type PartialResult,
   type Policy,
@@ -185,6 +187,7 @@ export function breakwaterMiddleware(
       };
       return p.execute(answered, {
         ...labels(model),
+        effect: aiSdkEffect(params),
         ...(params.abortSignal && { signal: params.abortSignal }),
         ...runFor(options),
         usage: aiSdkUsage,
@@ -203,6 +206,32 @@ export function breakwaterMiddleware(
 type Params = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["params"];
 type Model = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["model"];
 type Part = LanguageModelV4StreamPart;
+
+/**
+ * What sending a call again does (rule 20): the caller's word
+ * (`providerOptions: { breakwater: { effect: "idempotent" } }`), else unsafe when it names
+ * a stored OpenAI conversation or starts a background response; else idempotent.
+ */
+export function aiSdkEffect(params: { providerOptions?: unknown }): Effect {
+  const o = params.providerOptions as
+    | Record<string, Record<string, unknown> | undefined>
+    | undefined;
+  const said = o?.breakwater?.effect;
+  if (said === "read" || said === "idempotent" || said === "unsafe") return said;
+  if (said !== undefined)
+    throw new ConfigError(
+      "breakwaterMiddleware",
+      "providerOptions.breakwater.effect",
+      said,
+      '"read", "idempotent" or "unsafe"',
+    );
+  for (const key of ["openai", "azure"]) {
+    const openai = o?.[key];
+    if (openai && ((openai.conversation ?? null) !== null || openai.background === true))
+      return "unsafe";
+  }
+  return "idempotent";
+}
 
 /** What a call of `model` is, as telemetry names it. */
 function labels(model: Model): { model?: string; provider?: string; operation: string } {
@@ -240,6 +269,7 @@ async function guardedParts(p: Policy, c: StreamCall) {
   };
   const guarded = p.stream<Part>(open(params.prompt, true), {
     ...labels(model),
+    effect: aiSdkEffect(params),
     ...(params.abortSignal && { signal: params.abortSignal }),
     ...c.run,
     inspect: aiSdkInBand,

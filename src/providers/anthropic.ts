@@ -21,6 +21,7 @@ import type { Usage } from "../index.ts";
 import { anthropicAnswer } from "./answers.ts";
 import { anthropicTranscript } from "./checks.ts";
 import { rewrite, stripLead } from "./dialect.ts";
+import { anthropicEffect } from "./effects.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scopedClient } from "./scope.ts";
 import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
@@ -90,6 +91,7 @@ export const anthropicDialect: Dialect = {
   },
   marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
   provider: "anthropic",
+  effect: anthropicEffect,
   operation: (url) => (/\/messages(?:$|\?)/.test(url) ? "chat" : undefined),
   // A message, or a stream's `message_start`.
   responseModel: (json) => {

@@ -1,4 +1,4 @@
-import type { PartialAnswer, Usage } from "../index.ts";
+import type { Effect, PartialAnswer, Usage } from "../index.ts";
 import type { CheckDialect } from "./checks.ts";
 import { SseEvent } from "./sse.ts";
 
@@ -39,6 +39,10 @@ export interface Dialect extends CheckDialect {
   model?(url: string, body: unknown): string | undefined;
   /** The model that answered, from a JSON answer or a stream event. Default: `model`. */
   responseModel?(json: unknown): string | undefined;
+  /** What sending the request again does: "unsafe" for one that changes state on the
+   * server each time it arrives (rule 20). Default: "read" for GET and HEAD, else
+   * "idempotent". */
+  effect?(method: string, url: string, body: unknown): Effect;
 }
 
 const str = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);

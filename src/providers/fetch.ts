@@ -22,6 +22,7 @@ import {
   type AttemptContext,
   type CallOptions,
   ConfigError,
+  type Effect,
   failureOf,
   type GuardedStream,
   HttpError,
@@ -34,7 +35,7 @@ import {
   reasonOf,
   type Usage,
 } from "../index.ts";
-import { opt, streamBehind, tagError } from "../internal.ts";
+import { EFFECTS, opt, streamBehind, tagError } from "../internal.ts";
 import {
   type Checks,
   checkRequest,
@@ -90,7 +91,27 @@ export interface GuardedFetchOptions extends AdapterOptions {
   /** The model's context window in tokens: a request whose output allowance leaves no room
    * for its prompt fails before it is sent. @default unchecked */
   contextTokens?: number;
+  /** A request that changes state on the server (rule 20) and failed after it may have
+   * arrived is not sent again: this is asked what became of it instead (read the
+   * conversation's last items, list the batches). Return the answer's JSON as the API would
+   * have (the SDK reads it as the answer), or undefined to let the `outcome-unknown` error
+   * through. Not asked for streams. @default none */
+  reconcile?: Reconcile;
 }
+
+/** What `reconcile` is told: the request that may or may not have taken effect. */
+export interface Unknown {
+  readonly url: string;
+  readonly method: string;
+  /** The request's JSON body (undefined when it is not JSON). */
+  readonly body: unknown;
+  /** The `outcome-unknown` error the call would fail with; its cause is the last attempt's. */
+  readonly error: unknown;
+}
+
+/** Finds out what became of a request whose outcome is unknown: the answer's JSON, or
+ * undefined when it did not take effect or cannot be told. */
+export type Reconcile = (request: Unknown) => unknown;
 
 const SPEC = {
   ...FETCH_SPEC,
@@ -114,6 +135,12 @@ export interface PerCall {
   /** Checks the answer's text before it counts (a Standard Schema, read as JSON; or a
    * function): a failed check is retried within the call's attempts. */
   validate?: OutputCheck;
+  /** What sending this request again does, when you know better than the adapter's
+   * reading of it (rule 20): "idempotent" marks a stateful request safe to send again,
+   * "unsafe" marks one the adapter does not know. @default the adapter's reading */
+  effect?: Effect;
+  /** This call's `reconcile` (see the adapter's option). */
+  reconcile?: Reconcile;
 }
 
 /**
@@ -134,6 +161,8 @@ const PER_CALL = {
     (v) => typeof v === "function" || (v !== null && typeof v === "object"),
     "a Standard Schema or a function",
   ),
+  effect: opt.oneOf(EFFECTS),
+  reconcile: opt.fn<Reconcile>(),
 };
 
 /** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
@@ -214,6 +243,7 @@ const STREAM_FLAG = /"stream"\s*:\s*true/;
 /** @internal A request as each attempt sends it. */
 export interface Outgoing {
   readonly url: string;
+  readonly method: string;
   readonly init: RequestInit & { [CALL]?: PerCall };
   readonly stream: boolean;
   /** The body, parsed (once) when the checks, the rate limiter or a stream need it. */
@@ -239,7 +269,8 @@ function outgoing(
     const prepared = parsed && dialect?.prepare?.(url, parsed);
     if (prepared !== undefined) body = JSON.stringify(prepared);
   } else if (parse && typeof body === "string") json = safeJson(body);
-  return { url, init: { ...init, body }, stream, json };
+  const method = (init.method ?? "GET").toUpperCase();
+  return { url, method, init: { ...init, body }, stream, json };
 }
 
 /** Sends one attempt of a request. */
@@ -252,8 +283,17 @@ interface FetchCall {
   readonly outgoing: Outgoing;
   readonly callOptions: Pick<
     CallOptions,
-    "signal" | "run" | "cost" | "priority" | "model" | "provider" | "operation" | "seenAs"
+    | "signal"
+    | "run"
+    | "cost"
+    | "priority"
+    | "model"
+    | "provider"
+    | "operation"
+    | "seenAs"
+    | "effect"
   >;
+  readonly reconcile: Reconcile | undefined;
   readonly send: Send;
   readonly dialect: Dialect | undefined;
   readonly checks: Checks;
@@ -381,6 +421,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
         ...(init.signal && { signal: init.signal }),
         ...runFor(options, perCall?.run),
         ...(perCall?.priority !== undefined && { priority: perCall.priority }),
+        effect: perCall?.effect ?? effectOf(o.dialect, req),
         ...(p.options.limiter !== undefined &&
           typeof raw === "string" && { cost: estimateCost(o.dialect, raw, req.json) }),
       },
@@ -388,9 +429,29 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       dialect: o.dialect,
       checks: { ...checks, validate: perCall?.validate },
       continuation: o.continuation,
+      reconcile: perCall?.reconcile ?? options.reconcile,
     };
     return req.stream ? streamed(call) : unary(call);
   };
+}
+
+/** What sending a request again does: the dialect's reading, else by its method. */
+function effectOf(d: Dialect | undefined, req: Outgoing): Effect {
+  if (d?.effect !== undefined) return d.effect(req.method, req.url, req.json);
+  return req.method === "GET" || req.method === "HEAD" ? "read" : "idempotent";
+}
+
+/** What became of a request whose outcome is unknown, asked of `reconcile`: its answer as
+ * a Response the SDK reads, or undefined (the error goes on). */
+async function reconciled(c: FetchCall, error: unknown): Promise<Response | undefined> {
+  if (c.reconcile === undefined || reasonOf(error) !== "outcome-unknown") return undefined;
+  const { url, method, json } = c.outgoing;
+  const value = await c.reconcile({ url, method, body: json, error });
+  if (value === undefined) return undefined;
+  return new Response(JSON.stringify(value), {
+    status: 200,
+    headers: { "content-type": "application/json" },
+  });
 }
 
 /** What a request is, as telemetry names it: the model it asks for, who serves it, the
@@ -437,6 +498,8 @@ async function unary(c: FetchCall): Promise<Response> {
     );
     return done.res;
   } catch (error) {
+    const settled = await reconciled(c, error);
+    if (settled !== undefined) return settled;
     gaveUp(error);
     const answer = answerOf(error, undefined);
     if (answer !== undefined) return answer;

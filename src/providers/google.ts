@@ -15,6 +15,7 @@
 import type { GoogleGenAI } from "@google/genai";
 import { ConfigError, type Usage } from "../index.ts";
 import { googleAnswer } from "./answers.ts";
+import { googleEffect } from "./effects.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scoped } from "./scope.ts";
 import { adapterOptions, FETCH_SPEC, overlay } from "./shared.ts";
@@ -61,6 +62,7 @@ export const googleDialect: Dialect = {
   maxOutput: (body) => body.generationConfig?.maxOutputTokens,
   marks: { usage: /usageMetadata/, error: /"error"/ },
   provider: "gcp.gemini",
+  effect: googleEffect,
   // `.../models/gemini-2.5-flash:generateContent`: the model is in the path.
   model: (url) => /\/models\/([^/:?]+):/.exec(url)?.[1],
   operation: (url) =>

@@ -22,6 +22,7 @@ import { opt } from "../internal.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
 import { type Lead, rewrite, stripLead } from "./dialect.ts";
+import { openaiEffect } from "./effects.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scopedClient } from "./scope.ts";
 import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
@@ -180,6 +181,7 @@ export function openaiDialect(includeUsage = true): Dialect {
     resume: resumeChat,
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     provider: "openai",
+    effect: openaiEffect,
     operation: openaiOperation,
     // Chat answers and chunks, a response, a Responses stream's events (`response.*`).
     responseModel: (json) => {

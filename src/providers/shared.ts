@@ -40,6 +40,7 @@ export const FETCH_SPEC = {
   truncation: opt.oneOf(["error", "allow"] as const, "error"),
   fencedJson: opt.bool(true),
   contextTokens: opt.int({ min: 1, default: Number.NaN }),
+  reconcile: opt.fn<(request: never) => unknown>(),
 };
 
 /**

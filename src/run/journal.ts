@@ -22,6 +22,7 @@ export interface Journal {
   get(runId: string, step: string): StepRecord | undefined | Promise<StepRecord | undefined>;
   /** Records a step. With a `lease`, only while that lease still holds the run: false when
    * another claim took it over since (the write is refused, nothing changes). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a journal written before fencing returns nothing
   put(record: StepRecord, lease?: Lease): void | boolean | Promise<void | boolean>;
   /** Every recorded step of a run, in the order they ran. */
   steps(runId: string): StepRecord[] | Promise<StepRecord[]>;
@@ -43,7 +44,12 @@ export interface Journal {
   /** Lets go of the lease, if `owner` holds it (and with `generation`, only that claim). */
   release?(runId: string, owner: string, generation?: number): void | Promise<void>;
   /** Deletes these steps of a run (a journal cut where a resumed run went another way). */
-  forget?(runId: string, steps: readonly string[], lease?: Lease): void | boolean | Promise<void | boolean>;
+  forget?(
+    runId: string,
+    steps: readonly string[],
+    lease?: Lease,
+    // biome-ignore lint/suspicious/noConfusingVoidType: as put
+  ): void | boolean | Promise<void | boolean>;
   /** Who holds the lease on a run and until when (wall time, ms), if anyone does: what a
    * refused worker is told. */
   holder?(runId: string): Holder | undefined | Promise<Holder | undefined>;
@@ -85,8 +91,8 @@ export class RunClaimedError extends Error {
       takenOver
         ? `run "${runId}" was taken over${holder === undefined ? "" : ` by worker "${holder.owner}"`} while this worker ran it (its lease ran out before it was renewed: a pause longer than leaseMs); this worker's results are not recorded, the new owner's stand`
         : holder === undefined
-        ? `run "${runId}" is held by another worker (its lease has not expired)`
-        : `run "${runId}" is held by worker "${holder.owner}" until ${new Date(holder.expiresAt).toISOString()} (${Math.max(0, Math.ceil((holder.expiresAt - now) / 1000))} s from now): it runs there, or that worker stopped without letting go and its lease runs out then. To go on with it now, start it as that worker (new Run({ id: "${runId}", owner: "${holder.owner}", ... }): the same owner takes its runs back at once), or wait`,
+          ? `run "${runId}" is held by another worker (its lease has not expired)`
+          : `run "${runId}" is held by worker "${holder.owner}" until ${new Date(holder.expiresAt).toISOString()} (${Math.max(0, Math.ceil((holder.expiresAt - now) / 1000))} s from now): it runs there, or that worker stopped without letting go and its lease runs out then. To go on with it now, start it as that worker (new Run({ id: "${runId}", owner: "${holder.owner}", ... }): the same owner takes its runs back at once), or wait`,
     );
     this.runId = runId;
     this.holder = holder;

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Breaker, CircuitBreakerOptions } from "../core/breaker.ts";
 import type { Admission, RetryBudgetOptions } from "../core/budget.ts";
+import { type Effect, provesNothingRan } from "../core/effects.ts";
 import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import { scrubError } from "../core/redact.ts";
@@ -22,7 +23,7 @@ import {
 } from "./envelope.ts";
 
 /** What running a tool twice does. */
-export type Effect = "read" | "idempotent" | "unsafe";
+export type { Effect } from "../core/effects.ts";
 
 /** What the guarded tool function receives besides its arguments. */
 export interface ToolCallContext {
@@ -82,8 +83,6 @@ export type GuardedTool<A, R> = (
   options?: GuardedCallOptions,
 ) => Promise<R | ToolErrorEnvelope>;
 
-const NEVER_RAN_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN"]);
-
 /** The `{status:"error", error:{code, retryable}}` convention. A generic error with no
  * code is not transient: it hides bugs. */
 export function readEnvelope(value: unknown): ResultVerdict {
@@ -117,12 +116,10 @@ class ToolResultFailure extends Error {
 const classifyResult = (error: unknown): Failure | undefined =>
   isA(error, ToolResultFailure) ? error.failure : undefined;
 
-/** Failures that prove the dependency did nothing: safe to repeat even an unsafe write. */
-function provesNothingRan(f: Failure, error: unknown): boolean {
-  if (isA(error, ToolResultFailure)) return true;
-  if (f.status === 429 || f.status === 503) return true;
-  return f.kind === "transport" && f.code !== undefined && NEVER_RAN_CODES.has(f.code);
-}
+/** Failures that prove the dependency did nothing: safe to repeat even an unsafe write (a
+ * tool that reported its failure as a value did nothing either). */
+const nothingRan = (f: Failure, error: unknown): boolean =>
+  isA(error, ToolResultFailure) || provesNothingRan(f);
 
 const DEFAULT_POLICY: PolicyOptions = { maxAttempts: 3, backoff: { baseMs: 200, capMs: 2_000 } };
 const POLICY_PARTS = ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const;
@@ -202,7 +199,7 @@ function attempt<A, R>(
   // Bad arguments are the model's to fix, not a transport retry; an unsafe write is
   // retried only after a failure that proves nothing ran.
   const retryIf = (f: Failure, error: unknown) =>
-    !isArgumentError(error) && (g.effect !== "unsafe" || provesNothingRan(f, error));
+    !isArgumentError(error) && (g.effect !== "unsafe" || nothingRan(f, error));
   const signal = options.signal ?? options.abortSignal;
   return g.policy.execute(
     async (ctx) => {
@@ -232,7 +229,7 @@ function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined
   // the deadline) has an unknown outcome.
   const f = failureOf(error);
   const cause = isA(error, BreakwaterError) ? error.cause : error;
-  const unknown = g.effect === "unsafe" && f?.retryable === true && !provesNothingRan(f, cause);
+  const unknown = g.effect === "unsafe" && f?.retryable === true && !nothingRan(f, cause);
   const env = envelopeFor(error, reasonOf(error), unknown);
   const standsFor = env.error.action === "retry_later" ? g.retryLaterMs : Number.POSITIVE_INFINITY;
   memo?.remember(key, env, standsFor);

@@ -257,3 +257,67 @@ describe("a Retry-After wait never exceeds retryAfter.maxMs (the spread is cappe
     );
   });
 });
+
+describe("decide: an unsafe request (rule 20)", () => {
+  const unsafe = state({ unsafe: true });
+  it.each([
+    ["a 503: turned away, retried", failure("overloaded", { status: 503 }), true],
+    ["a 429: retried", failure("rate_limited", { status: 429 }), true],
+    ["a 529: retried", failure("overloaded", { status: 529 }), true],
+    ["connection refused: retried", failure("transport", { code: "ECONNREFUSED" }), true],
+    ["connect timeout: retried", failure("timeout", { code: "UND_ERR_CONNECT_TIMEOUT" }), true],
+    ["a 500: outcome unknown", failure("server_error", { status: 500 }), "outcome-unknown"],
+    ["a 504: outcome unknown", failure("timeout", { status: 504 }), "outcome-unknown"],
+    [
+      "our timeout: outcome unknown",
+      failure("timeout", { code: "attempt_timeout" }),
+      "outcome-unknown",
+    ],
+    ["a reset: outcome unknown", failure("transport", { code: "ECONNRESET" }), "outcome-unknown"],
+    ["an invalid answer: it arrived", failure("invalid_output"), "not-retryable"],
+    [
+      "a 400: not retryable either way",
+      failure("invalid_request", { status: 400 }),
+      "not-retryable",
+    ],
+  ] as const)("%s", (_, f, expected) => {
+    const v = decide(unsafe, f, 0, rules());
+    if (expected === true) expect(v.retry).toBe(true);
+    else expect(v).toEqual({ retry: false, reason: expected });
+    expect(decide(state(), f, 0, rules()).retry).toBe(KINDS[f.kind].retryable); // safe: as before
+  });
+
+  it("the deadline's timer on an unsafe request: outcome unknown, not deadline", () => {
+    const v = decide(
+      state({ unsafe: true, timedOutBy: "deadline" }),
+      failure("timeout"),
+      0,
+      rules(),
+    );
+    expect(v).toEqual({ retry: false, reason: "outcome-unknown" });
+  });
+
+  it("property: an unsafe request is retried only when the failure proves it never arrived", () => {
+    const f = fc.record({
+      kind: fc.constantFrom(...FAILURE_KINDS),
+      status: fc.option(fc.integer({ min: 400, max: 599 }), { nil: undefined }),
+      code: fc.option(fc.constantFrom("ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EAI_AGAIN"), {
+        nil: undefined,
+      }),
+    });
+    fc.assert(
+      fc.property(f, fc.integer({ min: 1, max: 5 }), (x, attempt) => {
+        const fl = failure(x.kind, { status: x.status, code: x.code });
+        const v = decide(state({ unsafe: true, attempt }), fl, 0, rules({ maxAttempts: 9 }));
+        const proof =
+          x.status !== undefined
+            ? [429, 503, 529].includes(x.status)
+            : x.code === "ECONNREFUSED" || x.code === "EAI_AGAIN";
+        if (v.retry) expect(proof && fl.retryable).toBe(true);
+        if (!v.retry && fl.retryable && !proof)
+          expect(v.reason).toMatch(/outcome-unknown|not-retryable/);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

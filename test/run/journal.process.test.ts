@@ -5,13 +5,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
-import {
-  frozenAndThawed,
-  killRepeatedly,
-  lastLine,
-  service,
-  worker,
-} from "./fixtures/workers.ts";
+import { frozenAndThawed, killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));

@@ -125,7 +125,9 @@ describe.each([
     const refused = await late.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RunClaimedError);
     expect((refused as RunClaimedError).takenOver).toBe(true);
-    expect(String(refused)).toMatch(/run "pod" was taken over by worker "pod-1" while this worker ran it/);
+    expect(String(refused)).toMatch(
+      /run "pod" was taken over by worker "pod-1" while this worker ran it/,
+    );
     await expect(old.step("next", () => 1)).rejects.toThrow(/was taken over/);
     expect((await journal.get("pod", "charge"))?.value).toBe("charged by the restarted pod");
     expect(await journal.get("pod", "next")).toBeUndefined();

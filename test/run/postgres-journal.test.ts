@@ -8,13 +8,7 @@ import { Run } from "../../src/run/run.ts";
 import { mulberry32 } from "../../src/testing/random.ts";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.ts";
 import { fencing } from "./fixtures/fencing.ts";
-import {
-  frozenAndThawed,
-  killRepeatedly,
-  lastLine,
-  service,
-  worker,
-} from "./fixtures/workers.ts";
+import { frozenAndThawed, killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
 
 // A real PostgreSQL (Debian's binaries, a throwaway cluster on loopback), no mocks.
 let server: TestPostgres;
@@ -187,7 +181,14 @@ describe("PostgresJournal across processes", () => {
 
   it("a worker frozen past its lease (SIGSTOP), taken over and thawed, cannot overwrite the new owner's steps", async () => {
     const { schema, service: svc } = fresh();
-    const args = { pg: server.url, db: schema, service: svc, runId: "frozen", steps: 6, stamp: true };
+    const args = {
+      pg: server.url,
+      db: schema,
+      service: svc,
+      runId: "frozen",
+      steps: 6,
+      stamp: true,
+    };
     const { a, b } = await frozenAndThawed(args, 600);
     expect(b).toBe("done");
     expect(a).toMatch(/^refused: BreakwaterRunClaimedError: run "frozen" was taken over/);

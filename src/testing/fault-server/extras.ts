@@ -59,6 +59,24 @@ const EXTRAS: [method: string, path: RegExp, extra: Extra][] = [
     /^\/v1\/messages\/count_tokens$/,
     { route: "anthropic", answer: (input) => ({ body: { input_tokens: input } }) },
   ],
+  [
+    "POST",
+    /^\/v1\/batches$/,
+    {
+      route: "openai",
+      answer: () => ({
+        body: {
+          id: "batch_fault0001",
+          object: "batch",
+          endpoint: "/v1/chat/completions",
+          status: "validating",
+          input_file_id: "file-fault0001",
+          completion_window: "24h",
+          created_at: 1_790_000_000,
+        },
+      }),
+    },
+  ],
   ["POST", /^\/v1\/messages\/batches$/, { route: "anthropic", answer: () => ({ body: batch() }) }],
   [
     "GET",

@@ -4,6 +4,7 @@ import { systemClock } from "../../index.ts";
 import { opt, parseOptions } from "../../internal.ts";
 import { countTokens } from "../fake-model.ts";
 import { mulberry32 } from "../random.ts";
+import { CONVERSATION_ITEMS, Conversations, conversationOf } from "./conversations.ts";
 import { type Extra, extraFor } from "./extras.ts";
 import {
   DEFAULT_MESSAGES,
@@ -193,6 +194,7 @@ class FaultServerImpl {
   #scriptAt!: number;
   #stats: FaultStats = emptyStats();
   #ledger = new SideEffectLedger(this.#stats.tools);
+  readonly #conversations = new Conversations();
   #arrivalsLastSecond: number[] = [];
 
   constructor(server: Server, script: FaultScript | undefined, maxBody: number) {
@@ -228,7 +230,7 @@ class FaultServerImpl {
   }
 
   stats(): FaultStats {
-    return structuredClone(this.#stats);
+    return { ...structuredClone(this.#stats), conversations: this.#conversations.turns() };
   }
 
   resetStats() {
@@ -236,6 +238,7 @@ class FaultServerImpl {
     this.#stats = emptyStats();
     this.#stats.inFlight = inFlight;
     this.#ledger = new SideEffectLedger(this.#stats.tools);
+    this.#conversations.clear();
   }
 
   async close() {
@@ -259,6 +262,8 @@ class FaultServerImpl {
       this.resetStats();
       return this.#send(res, 200, { ok: true });
     }
+    const items = req.method === "GET" ? CONVERSATION_ITEMS.exec(path) : null;
+    if (items !== null) return this.#send(res, 200, this.#conversations.list(items[1]!));
     const target = routeOf(req.method, path);
     if ("status" in target) return this.#send(res, target.status, target.body);
     const raw = await this.#readBody(req, res);
@@ -400,6 +405,7 @@ class FaultServerImpl {
         return;
       }
       if (r.route === "tools") return await this.#tool(r, res, arrival, rule, signal);
+      this.#appendTurn(r, rule);
       await sleep(rule.headersDelayMs ?? 0, signal);
       if (rule.status !== undefined && rule.status >= 400)
         return this.#error(r, res, arrival, rule);
@@ -410,6 +416,22 @@ class FaultServerImpl {
       if (signal.aborted) return; // the client left or the server is closing
       throw error;
     }
+  }
+
+  /** A Responses request naming a stored conversation appends its turn as it arrives
+   * (an error answer appends nothing). */
+  #appendTurn(r: Request, rule: FaultRule): void {
+    if (r.dialect !== openaiResponses || (rule.status !== undefined && rule.status >= 400)) return;
+    const id = conversationOf(r.body);
+    if (id === undefined) return;
+    const input = (r.body as { input?: unknown }).input;
+    const text = rule.text ?? this.#script.text ?? "";
+    this.#conversations.append(
+      id,
+      typeof input === "string" ? input : JSON.stringify(input),
+      text,
+      "resp_fault",
+    );
   }
 
   #errorHeaders(rule: FaultRule): Record<string, string> {

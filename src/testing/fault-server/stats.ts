@@ -34,6 +34,8 @@ export interface FaultStats {
   inFlight: number;
   maxInFlight: number;
   timeline: Arrival[];
+  /** Turns appended to each stored conversation (OpenAI's Conversations API). */
+  conversations?: Record<string, number>;
 }
 
 export function emptyStats(): FaultStats {
