@@ -134,6 +134,7 @@ export {
 export {
   type Holder,
   type Journal,
+  JournalDivergenceError,
   JournalError,
   type Lease,
   MemoryJournal,

@@ -21,3 +21,5 @@ export {
 } from "./core/validate.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";
+export type { CallSlot } from "./run/calls.ts";
+export { journaled } from "./run/internal.ts";

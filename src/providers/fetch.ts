@@ -46,6 +46,7 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
+import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { currentAttempt, gaveUp, seenAs } from "./scope.ts";
 import {
   ADAPTER_SPEC,
@@ -431,7 +432,12 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       continuation: o.continuation,
       reconcile: perCall?.reconcile ?? options.reconcile,
     };
-    return req.stream ? streamed(call) : unary(call);
+    // With a journaled run, a call made before at this place is answered from the journal.
+    const slot = await slotFor(call.callOptions.run, req.method, req.url, raw);
+    const replayed = slot?.replayed === true ? replay(slot.answer) : undefined;
+    if (replayed !== undefined) return replayed;
+    const record = slot?.replayed === false ? slot.record : undefined;
+    return req.stream ? streamed(call, record) : unary(call, record);
   };
 }
 
@@ -470,9 +476,18 @@ function labels(d: Dialect | undefined, req: Outgoing): Partial<CallOptions> {
 
 const MAX_USAGE_BODY = 1 << 20;
 
+/** Records a call's answer in its run's journal. */
+type Recorder = (answer: unknown) => Promise<void>;
+
+/** Keeps a text answer (JSON, text) in the journal; a binary one is made again on resume. */
+async function keep(res: Response, record: Recorder | undefined): Promise<void> {
+  if (record === undefined || !/json|text/.test(res.headers.get("content-type") ?? "")) return;
+  await record(recordOf(res, await res.clone().text()));
+}
+
 /** A JSON request: the policy retries it until an answer counts; the SDK reads the answer
  * (or raises its own error from the one the policy gave up on). */
-async function unary(c: FetchCall): Promise<Response> {
+async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
   let last: Headers | undefined;
   const { dialect, outgoing: req } = c;
   try {
@@ -496,6 +511,7 @@ async function unary(c: FetchCall): Promise<Response> {
         ...(dialect && replyChecks(dialect, c.checks, (r: { json?: unknown }) => r.json)),
       },
     );
+    await keep(done.res, record);
     return done.res;
   } catch (error) {
     const settled = await reconciled(c, error);
@@ -604,7 +620,7 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
 }
 
 /** A stream request: retried until its first content event, then passed through. */
-async function streamed(c: FetchCall): Promise<Response> {
+async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   let current: Response | undefined;
   const events = openEvents(c, (res) => {
     current = res;
@@ -624,8 +640,10 @@ async function streamed(c: FetchCall): Promise<Response> {
   const res = current!;
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
   // A failure after content is told on this response's headers, which the SDK hands its error.
+  // A stream read to its end is recorded as the events the SDK read.
+  const done = record && ((text: string) => record(recordOf(res, text)));
   const outer: Response = new Response(
-    passThrough(events, first, res.headers, (error) => tagged(outer, error)),
+    passThrough(events, first, res.headers, (error) => tagged(outer, error), done),
     init,
   );
   return outer;
@@ -640,16 +658,24 @@ function passThrough(
   first: IteratorResult<SseEvent>,
   headers: Headers,
   failed: (error: unknown) => void,
+  done?: (text: string) => Promise<void>,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  const kept = done && new TextDecoder();
+  let text = "";
   let pending: IteratorResult<SseEvent> | undefined = first;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
         const r = pending ?? (await events.next());
         pending = undefined;
-        if (r.done) controller.close();
-        else controller.enqueue(r.value.bytes ?? encoder.encode(r.value.raw));
+        if (r.done) {
+          if (done) await done(text + kept!.decode());
+          return controller.close();
+        }
+        const bytes = r.value.bytes ?? encoder.encode(r.value.raw);
+        if (kept) text += kept.decode(bytes, { stream: true });
+        controller.enqueue(bytes);
       } catch (error) {
         failed(error);
         const answer = answerOf(error, headers);

@@ -1,3 +1,4 @@
+import type { CallLog, CallSlot } from "./calls.ts";
 import type { RunLimits } from "./limits.ts";
 import type { ToolMemo } from "./tool-memo.ts";
 
@@ -6,6 +7,8 @@ import type { ToolMemo } from "./tool-memo.ts";
 export interface RunParts {
   readonly limits: RunLimits;
   readonly memo: ToolMemo;
+  /** Its journaled calls, when it has a journal. */
+  readonly calls: CallLog | undefined;
 }
 
 const parts = new WeakMap<object, RunParts>();
@@ -20,3 +23,17 @@ export function partsOf(run: unknown): RunParts | undefined {
 }
 
 export const isRun = (x: unknown): boolean => partsOf(x) !== undefined;
+
+/**
+ * The place of the next model or tool call of `run` in its journal (docs/architecture.md,
+ * rule 14): undefined when `run` is no Run, has no journal, or the call is made inside
+ * one of its steps. `digest` names the request: the same request at the same place on
+ * resume is answered from the journal.
+ */
+export function journaled(
+  run: unknown,
+  kind: string,
+  digest: string,
+): Promise<CallSlot | undefined> | undefined {
+  return partsOf(run)?.calls?.open(kind, digest);
+}

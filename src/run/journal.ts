@@ -100,6 +100,22 @@ export class RunClaimedError extends Error {
   }
 }
 
+/** A resumed run asked, at some place, for another call than the journal holds there, and
+ * the run was told to fail (`divergence: "fail"`) or the journal cannot forget. */
+export class JournalDivergenceError extends Error {
+  override name = "BreakwaterJournalDivergenceError";
+  readonly runId: string;
+  /** The call's place in the run (1 is its first journaled call). */
+  readonly place: number;
+  constructor(runId: string, place: number, kind: string, recorded: string | undefined) {
+    super(
+      `run "${runId}" went another way on resume: its call #${place} (${kind}) is not the request the journal recorded there (${recorded ?? "another call"}). The agent is not deterministic up to here (a changed prompt, a tool that answers differently, calls started in another order); with divergence: "cut" (the default) the journal is cut there and the run goes on live`,
+    );
+    this.runId = runId;
+    this.place = place;
+  }
+}
+
 /** A journal in this process's memory: resumes a run within one process. */
 export class MemoryJournal implements Journal {
   readonly #records = new Map<string, StepRecord>();

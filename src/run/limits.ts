@@ -12,6 +12,11 @@ export interface RunStats {
   toolFailures: number;
   /** Steps answered from the journal instead of run again. */
   stepsReplayed: number;
+  /** Model and tool calls answered from the journal instead of sent again. */
+  callsReplayed: number;
+  /** Times a resumed run asked for something else than the journal held at that place
+   * (a run that went another way): the journal was cut there, the run went on live. */
+  journalCuts: number;
 }
 
 /** A run's caps, resolved. */
@@ -38,6 +43,8 @@ export class RunLimits {
     modelRecalls: 0,
     toolFailures: 0,
     stepsReplayed: 0,
+    callsReplayed: 0,
+    journalCuts: 0,
   };
 
   /** The run that started this one: its caps hold here too, and it counts what this does. */
@@ -61,7 +68,7 @@ export class RunLimits {
   }
 
   /** Counts a tool failure or a model re-call, here and up the run tree. */
-  count(what: "toolFailures" | "modelRecalls"): void {
+  count(what: "toolFailures" | "modelRecalls" | "callsReplayed" | "journalCuts"): void {
     this.stats[what]++;
     this.parent?.count(what);
   }

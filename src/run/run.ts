@@ -2,6 +2,7 @@ import { type Clock, systemClock } from "../core/clock.ts";
 import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
+import { CallLog, inStepOf } from "./calls.ts";
 import { partsOf, registerRun } from "./internal.ts";
 import { type Journal, type Lease, RunClaimedError } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
@@ -45,6 +46,11 @@ export interface RunOptions {
   /** How long the journal's lease on this run lasts; taken at every step and renewed
    * while one runs, so a worker that dies lets go of it within this. @default 60000 */
   leaseMs?: number;
+  /** A resumed run that asks, at some place, for another model or tool call than the
+   * journal recorded there: "cut" forgets what the journal holds from there on and goes on
+   * live (counted in `stats.journalCuts`); "fail" throws `JournalDivergenceError`.
+   * @default "cut" */
+  divergence?: "cut" | "fail";
 }
 
 const INF = Number.POSITIVE_INFINITY;
@@ -89,6 +95,7 @@ const SPEC = {
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
   owner: opt.str(),
   leaseMs: opt.ms({ default: 60_000 }),
+  divergence: opt.oneOf(["cut", "fail"] as const, "cut"),
 } satisfies Record<keyof RunOptions, unknown>;
 
 /**
@@ -148,7 +155,27 @@ export class Run {
     this.#owner = o.owner ?? PROCESS_OWNER;
     this.#leaseMs = o.leaseMs;
     this.#limits = new RunLimits(this, parent && partsOf(parent)!.limits);
-    registerRun(this, { limits: this.#limits, memo: new ToolMemo(this.#limits, this.clock) });
+    const journal = o.journal;
+    const calls =
+      journal &&
+      new CallLog(this, {
+        runId: this.id,
+        journal,
+        clock: this.clock,
+        limits: this.#limits,
+        divergence: o.divergence,
+        hold: async () => {
+          const lease = await this.#hold(journal);
+          if (journal.release) holding(this);
+          return lease;
+        },
+        lost: () => this.#takenOver(journal),
+      });
+    registerRun(this, {
+      limits: this.#limits,
+      memo: new ToolMemo(this.#limits, this.clock),
+      calls,
+    });
   }
 
   /** What the run has counted so far (a copy). */
@@ -212,7 +239,7 @@ export class Run {
       return await runStep(
         { runId: this.id, journal, clock: this.clock, onReplay, lease, lost },
         name,
-        fn,
+        () => inStepOf(this, fn), // the calls it makes are the step's
       );
     } finally {
       clearInterval(renew);

@@ -1,0 +1,101 @@
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { withBreakwater } from "../../src/providers/openai.ts";
+import { JournalDivergenceError, MemoryJournal } from "../../src/run/journal.ts";
+import { Run } from "../../src/run/run.ts";
+import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
+import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+
+// Model calls made with a journaled run: a resumed run's SDK reads the recorded answers
+// as it read the calls, and the provider sees no request for them.
+const fs = useFaultServer();
+const KEY = "sk-test-000000000000";
+const clientFor = (run: Run) =>
+  withBreakwater(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: KEY }), {
+    policy: testPolicy().p,
+    run,
+  });
+
+/** Three calls: a chat completion, a streamed one, a Responses call. */
+async function agent(run: Run, second = "stream it") {
+  const ai = clientFor(run);
+  const a = await ai.chat.completions.create({
+    model: "gpt-test",
+    messages: [{ role: "user", content: "plan" }],
+  });
+  const s = await ai.chat.completions.create({
+    model: "gpt-test",
+    messages: [{ role: "user", content: second }],
+    stream: true,
+  });
+  const chunks: string[] = [];
+  for await (const c of s) chunks.push(c.choices[0]?.delta.content ?? "");
+  const r = await ai.responses.create({ model: "gpt-test", input: "answer" });
+  return { a: a.choices[0]!.message.content, id: a.id, stream: chunks, r: r.output_text };
+}
+
+describe.each([
+  ["MemoryJournal", () => new MemoryJournal()],
+  ["SqliteJournal", () => new SqliteJournal()],
+])("model calls through withBreakwater(new OpenAI()) in a journaled run (%s)", (_, make) => {
+  it("a run started again answers every finished call from the journal: no request, the same objects", async () => {
+    const journal = make();
+    const first = await agent(new Run({ id: "r", journal }));
+    expect(fs.requests()).toBe(3);
+    expect(first.a).toBe(TEXT);
+    fs.server.resetStats();
+    const again = new Run({ id: "r", journal });
+    const second = await agent(again);
+    expect(second).toEqual(first); // the stream's chunks too, as the SDK yields them
+    expect(fs.requests()).toBe(0);
+    expect(again.stats.callsReplayed).toBe(3);
+    expect(again.billed).toEqual({ inputTokens: 0, outputTokens: 0 }); // nothing paid twice
+  });
+
+  it("a run that asks for something else at a place: the journal is cut there, the run goes on live", async () => {
+    const journal = make();
+    await agent(new Run({ id: "d", journal }));
+    fs.server.resetStats();
+    const changed = new Run({ id: "d", journal });
+    await agent(changed, "something else");
+    expect(changed.stats).toMatchObject({ callsReplayed: 1, journalCuts: 1 });
+    expect(fs.requests()).toBe(2); // the changed call and the one after it
+    fs.server.resetStats();
+    const third = new Run({ id: "d", journal });
+    await agent(third, "something else"); // the new way is what the journal holds now
+    expect(third.stats).toMatchObject({ callsReplayed: 3, journalCuts: 0 });
+    expect(fs.requests()).toBe(0);
+  });
+
+  it('divergence: "fail" throws JournalDivergenceError naming the place', async () => {
+    const journal = make();
+    await agent(new Run({ id: "f", journal }));
+    const strict = new Run({ id: "f", journal, divergence: "fail" });
+    const error = await agent(strict, "something else").catch((e: unknown) => e);
+    const cause = (error as { cause?: unknown }).cause ?? error;
+    expect(cause).toBeInstanceOf(JournalDivergenceError);
+    expect(String(cause)).toMatch(/run "f" went another way on resume: its call #2 \(model\)/);
+  });
+
+  it("a call made inside a step is the step's: not journaled twice", async () => {
+    const journal = make();
+    const run = new Run({ id: "s", journal });
+    const ai = clientFor(run);
+    const ask = () =>
+      ai.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "x" }] });
+    await run.step("plan", async () => (await ask()).id);
+    await ask();
+    const steps = (await journal.steps("s")).map((s) => s.step);
+    expect(steps).toEqual(["plan", "#000001"]);
+    fs.server.resetStats();
+    const again = new Run({ id: "s", journal });
+    const ai2 = clientFor(again);
+    await again.step("plan", async () => "not run");
+    await ai2.chat.completions.create({
+      model: "gpt-test",
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(fs.requests()).toBe(0);
+    expect(again.stats).toMatchObject({ stepsReplayed: 1, callsReplayed: 1, journalCuts: 0 });
+  });
+});
