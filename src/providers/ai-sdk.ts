@@ -27,6 +27,14 @@ import {
   type Usage,
 } from "../index.ts";
 import { opt } from "../internal.ts";
+import {
+  decode,
+  encode,
+  type RecordedStream,
+  recording,
+  replayed,
+  slotFor,
+} from "./ai-sdk-journal.ts";
 import { aiSdkAnswer } from "./answers.ts";
 import { type CheckDialect, type Checks, replyChecks, streamChecks } from "./checks.ts";
 import { prefillOf } from "./continuation.ts";
@@ -175,9 +183,9 @@ export function breakwaterMiddleware(
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   return {
     specificationVersion: "v4",
-    wrapGenerate: ({ params, model }) => {
+    wrapGenerate: async ({ params, model }) => {
       const refused = checkPrompt(params, contextTokens);
-      if (refused !== undefined) return Promise.reject(refused); // nothing sent, nothing spent
+      if (refused !== undefined) throw refused; // nothing sent, nothing spent
       const answered = async (ctx: AttemptContext) => {
         const r = await inAttempt(ctx.attempt, () =>
           model.doGenerate({ ...params, abortSignal: ctx.signal }),
@@ -185,20 +193,37 @@ export function breakwaterMiddleware(
         if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
         return r;
       };
-      return p.execute(answered, {
+      const run = runFor(options);
+      // With a journaled run, a call made before at this place is answered from the journal.
+      const pending = slotFor(run.run, "generate", model, params);
+      const slot = pending && (await pending); // no wait without a journal
+      if (slot?.replayed) return decode<Awaited<ReturnType<typeof model.doGenerate>>>(slot.answer);
+      const r = await p.execute(answered, {
         ...labels(model),
         effect: aiSdkEffect(params),
         ...(params.abortSignal && { signal: params.abortSignal }),
-        ...runFor(options),
+        ...run,
         usage: aiSdkUsage,
         ...replyChecks(AI_SDK_CHECKS, checks, (r: unknown) => r),
       });
+      if (slot?.replayed === false) await slot.record(encode(r));
+      return r;
     },
     wrapStream: async ({ params, model }) => {
       const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) throw refused;
       const continuing = o.continuation && model.provider.includes("anthropic");
-      return guardedParts(p, { params, model, checks, continuing, run: runFor(options) });
+      const run = runFor(options);
+      const pending = slotFor(run.run, "stream", model, params);
+      const slot = pending && (await pending); // no wait without a journal
+      if (slot?.replayed) {
+        const { meta, parts } = decode<RecordedStream>(slot.answer);
+        return { ...meta, stream: replayed(parts as Part[]) };
+      }
+      const { stream, ...meta } = await guardedParts(p, { params, model, checks, continuing, run });
+      if (slot?.replayed !== false) return { ...meta, stream };
+      const kept = (parts: Part[]) => slot.record(encode({ meta, parts }));
+      return { ...meta, stream: recording(stream, kept) };
     },
   };
 }

@@ -433,7 +433,8 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       reconcile: perCall?.reconcile ?? options.reconcile,
     };
     // With a journaled run, a call made before at this place is answered from the journal.
-    const slot = await slotFor(call.callOptions.run, req.method, req.url, raw);
+    const pending = slotFor(call.callOptions.run, req.method, req.url, raw);
+    const slot = pending && (await pending); // no wait without a journal
     const replayed = slot?.replayed === true ? replay(slot.answer) : undefined;
     if (replayed !== undefined) return replayed;
     const record = slot?.replayed === false ? slot.record : undefined;

@@ -23,7 +23,7 @@ export function slotFor(
 ): Promise<CallSlot | undefined> | undefined {
   if (run === undefined || (body !== undefined && body !== null && typeof body !== "string"))
     return undefined;
-  return journaled(run, "model", requestDigest(method, url, body ?? ""));
+  return journaled(run, "model", () => requestDigest(method, url, body ?? ""));
 }
 
 /** What names a request across processes: its method, its path and query (not the host:

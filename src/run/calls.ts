@@ -4,11 +4,13 @@ import { type Journal, JournalDivergenceError, type Lease } from "./journal.ts";
 import type { RunLimits } from "./limits.ts";
 
 /** What the journal keeps of one call: what it was (its kind and the request's digest)
- * and its answer, as the adapter that made it encodes it. */
+ * and its answer, as the adapter that made it encodes it, in JSON text: a store that
+ * reorders an object's keys (Postgres's jsonb) must not change what a replay reads, or the
+ * next request would differ from the one the run made. */
 export interface CallRecord {
   readonly kind: string;
   readonly digest: string;
-  readonly answer: unknown;
+  readonly answer: string;
 }
 
 /** A call's place in its run's journal: the answer recorded there, or a way to record one. */
@@ -68,16 +70,16 @@ export class CallLog {
     if (!this.#live) {
       const prior = await c.journal.get(c.runId, step);
       const rec = prior?.status === "ok" ? (prior.value as CallRecord | null) : undefined;
-      if (rec?.digest === digest) {
+      if (rec?.digest === digest && typeof rec.answer === "string") {
         c.limits.count("callsReplayed");
-        return { replayed: true, answer: rec.answer };
+        return { replayed: true, answer: JSON.parse(rec.answer) };
       }
       if (rec !== undefined) await this.#cut(n, kind, rec, lease);
     }
     return {
       replayed: false,
       record: async (answer) => {
-        const value: CallRecord = { kind, digest, answer };
+        const value: CallRecord = { kind, digest, answer: JSON.stringify(answer) ?? "null" };
         const at = c.clock.now();
         const ok = await c.journal.put({ runId: c.runId, step, status: "ok", value, at }, lease);
         if (ok === false) throw await c.lost();

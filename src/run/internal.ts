@@ -33,7 +33,8 @@ export const isRun = (x: unknown): boolean => partsOf(x) !== undefined;
 export function journaled(
   run: unknown,
   kind: string,
-  digest: string,
+  digest: () => string,
 ): Promise<CallSlot | undefined> | undefined {
-  return partsOf(run)?.calls?.open(kind, digest);
+  const calls = partsOf(run)?.calls;
+  return calls?.open(kind, digest()); // the request is named only when it is journaled
 }

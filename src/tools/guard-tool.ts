@@ -9,7 +9,7 @@ import { isA } from "../core/safe.ts";
 import { opt, parseOptions, type Rule, Validator } from "../core/validate.ts";
 import type { PolicyOptions } from "../policy/options.ts";
 import { policy as makePolicy, type Policy } from "../policy/policy.ts";
-import { partsOf } from "../run/internal.ts";
+import { journaled, partsOf } from "../run/internal.ts";
 import type { Run } from "../run/run.ts";
 import type { ToolMemo } from "../run/tool-memo.ts";
 import { argsDigest } from "./canonical.ts";
@@ -239,9 +239,44 @@ function giveUp<A, R>(g: Guard<A, R>, error: unknown, memo: ToolMemo | undefined
 
 async function call<A, R>(g: Guard<A, R>, args: A, options: GuardedCallOptions = {}) {
   const run = options.run ?? (typeof g.run === "function" ? g.run() : g.run);
+  const digest = argsDigest(args);
+  // With a journaled run, a call made before at this place is answered from the journal
+  // (docs/architecture.md, rule 14): the tool does not run again.
+  const pending = journaled(run, "tool", () => `${g.name}:${digest}`);
+  const slot = pending && (await pending); // no wait without a journal
+  if (slot?.replayed) return answer(g, slot.answer);
+  const record = slot?.replayed === false ? slot.record : undefined;
+  try {
+    const result = await guarded(g, args, digest, options, run);
+    const json = jsonOf(result);
+    if (json !== undefined) await record?.(json); // one JSON cannot hold is made again
+    return result;
+  } catch (error) {
+    if (isA(error, ToolError)) await record?.(error.envelope); // what the model was told
+    throw error;
+  }
+}
+
+/** A result as the journal keeps it: JSON, or undefined when JSON cannot hold it. */
+function jsonOf(value: unknown): unknown {
+  try {
+    const json = JSON.stringify(value);
+    return json === undefined ? null : JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The call's answer: the run's standing answer to a failed call, or the tool's. */
+async function guarded<A, R>(
+  g: Guard<A, R>,
+  args: A,
+  digest: string,
+  options: GuardedCallOptions,
+  run: Run | undefined,
+) {
   const memo = run === undefined ? undefined : partsOf(run)?.memo;
   memo?.checkCap();
-  const digest = argsDigest(args);
   const memoKey = `${g.name}:${digest}`;
   const prior = memo?.recall(memoKey);
   if (prior !== undefined) return answer(g, prior);

@@ -1,9 +1,13 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, streamText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 import { JournalDivergenceError, MemoryJournal } from "../../src/run/journal.ts";
 import { Run } from "../../src/run/run.ts";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
+import { guardTool } from "../../src/tools/guard-tool.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
 // Model calls made with a journaled run: a resumed run's SDK reads the recorded answers
@@ -97,5 +101,56 @@ describe.each([
     });
     expect(fs.requests()).toBe(0);
     expect(again.stats).toMatchObject({ stepsReplayed: 1, callsReplayed: 1, journalCuts: 0 });
+  });
+});
+
+describe("the AI SDK middleware and guardTool in a journaled run", () => {
+  const modelFor = (run: Run) =>
+    wrapLanguageModel({
+      model: createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: KEY }).chat("gpt-test"),
+      middleware: breakwaterMiddleware({ policy: testPolicy().p, run }),
+    });
+
+  it("generateText and streamText answered from the journal: the same text, parts and usage, no request", async () => {
+    const journal = new MemoryJournal();
+    const go = async (run: Run) => {
+      const g = await generateText({ model: modelFor(run), prompt: "one", maxRetries: 0 });
+      const s = streamText({ model: modelFor(run), prompt: "two", maxRetries: 0 });
+      const parts: string[] = [];
+      for await (const p of s.fullStream) parts.push(p.type);
+      return {
+        g: g.text,
+        when: g.response.timestamp instanceof Date,
+        s: await s.text,
+        usage: await s.usage,
+        parts,
+      };
+    };
+    const first = await go(new Run({ id: "ai", journal }));
+    fs.server.resetStats();
+    const again = new Run({ id: "ai", journal });
+    expect(await go(again)).toEqual(first);
+    expect(first.when).toBe(true); // a recorded Date comes back a Date
+    expect(fs.requests()).toBe(0);
+    expect(again.stats.callsReplayed).toBe(2);
+  });
+
+  it("a guarded tool's result comes from the journal: the tool does not run again", async () => {
+    const journal = new MemoryJournal();
+    let ran = 0;
+    const charge = guardTool(
+      async (args: { cents: number }) => {
+        ran++;
+        return { charged: args.cents, receipt: `r${ran}` };
+      },
+      { name: "charge", effect: "idempotent" },
+    );
+    const first = new Run({ id: "t", journal });
+    const a = await charge({ cents: 5 }, { run: first });
+    const again = new Run({ id: "t", journal });
+    expect(await charge({ cents: 5 }, { run: again })).toEqual(a);
+    expect([ran, again.stats.callsReplayed]).toEqual([1, 1]);
+    // A model call and a tool call share one order: the places are the run's.
+    expect((await journal.steps("t")).map((s) => s.step)).toEqual(["#000001"]);
   });
 });

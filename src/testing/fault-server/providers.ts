@@ -11,6 +11,7 @@ export interface Dialect {
     output: number,
     stop?: Stop,
     refusal?: string,
+    toolCalls?: readonly { name: string; arguments: string; id?: string }[],
   ): unknown;
   /** Frames before the first content delta. */
   start(model: string, input: number): string[];
@@ -37,7 +38,7 @@ export interface Dialect {
 export type Stop = "tools" | "length";
 
 export interface ToolFrames {
-  open(model: string, index: number, name: string): string[];
+  open(model: string, index: number, name: string, id?: string): string[];
   args(model: string, index: number, piece: string): string;
   close(model: string, index: number): string[];
 }
@@ -98,7 +99,14 @@ export const openai: Dialect = {
     const [type, code] = OPENAI_CODES[name];
     return { error: { message, type, param: name === "context_length" ? "messages" : null, code } };
   },
-  json(model, text, input, output, stop, refusal) {
+  json(model, text, input, output, stop, refusal, toolCalls) {
+    const calls = toolCalls?.length
+      ? toolCalls.map((c, i) => ({
+          id: c.id ?? `call_fault${i}`,
+          type: "function",
+          function: { name: c.name, arguments: c.arguments },
+        }))
+      : undefined;
     return {
       id: id("chatcmpl-"),
       object: "chat.completion",
@@ -109,11 +117,12 @@ export const openai: Dialect = {
           index: 0,
           message: {
             role: "assistant",
-            content: refusal === undefined ? text : null,
+            content: refusal === undefined && !(calls && text === "") ? text : null,
             refusal: refusal ?? null,
+            ...(calls && { tool_calls: calls }),
           },
           logprobs: null,
-          finish_reason: stop === "length" ? "length" : "stop",
+          finish_reason: calls ? "tool_calls" : stop === "length" ? "length" : "stop",
         },
       ],
       usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
@@ -126,7 +135,7 @@ export const openai: Dialect = {
     return sse(chunk(model, { content: text }, null));
   },
   tool: {
-    open: (model, index, name) => [
+    open: (model, index, name, callId) => [
       sse(
         chunk(
           model,
@@ -134,7 +143,7 @@ export const openai: Dialect = {
             tool_calls: [
               {
                 index,
-                id: `call_fault${index}`,
+                id: callId ?? `call_fault${index}`,
                 type: "function",
                 function: { name, arguments: "" },
               },

@@ -1,4 +1,5 @@
 import { opt, parseOptions, type Rule } from "../../internal.ts";
+import type { AgentScript } from "./agent.ts";
 import type { RateLimitScript } from "./ratelimit.ts";
 
 /** The fault server's routes: the three providers and the tool endpoint. */
@@ -94,7 +95,7 @@ export interface FaultRule {
   servedBy?: string;
   /** Streams: tool calls after the text (OpenAI chat, Anthropic), their arguments sent in
    * pieces of 8 characters, each piece a chunk that `stream.after` counts. */
-  toolCalls?: { name: string; arguments: string }[];
+  toolCalls?: { name: string; arguments: string; id?: string }[];
 }
 
 /** A capacity limit: requests over it are rejected with a status. */
@@ -119,6 +120,9 @@ export interface FaultScript {
   /** Per-minute limits on the model routes, as a provider's for one key: every answer
    * carries the provider's rate-limit headers, and a request over a limit gets a 429. */
   rateLimit?: RateLimitScript;
+  /** The OpenAI chat route plays an agent's model: it calls the tool until the
+   * conversation holds `calls` tool results, then answers with them. */
+  agent?: AgentScript;
 }
 
 const status = opt.int({ min: 100, max: 599, allowed: "an HTTP status from 100 to 599" });
@@ -157,7 +161,7 @@ const RULE = {
   afterWork: flag,
   workMs: seconds(0, 3_600_000),
   text,
-  toolCalls: opt.list(opt.object({ name: text, arguments: text })),
+  toolCalls: opt.list(opt.object({ name: text, arguments: text, id: text })),
   finish: opt.oneOf(["length"] as const),
   refusal: text,
   servedBy: text,
@@ -183,6 +187,7 @@ const SCRIPT = {
     retryAfter: seconds(0, 86_400),
   }),
   checkpoints: flag,
+  agent: opt.record({ tool: opt.str(), calls: opt.int({ min: 0, max: 100 }) }),
   rateLimit: opt.record({
     requestsPerMinute: opt.int({ min: 1 }),
     tokensPerMinute: opt.int({ min: 1 }),

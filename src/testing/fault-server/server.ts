@@ -4,6 +4,7 @@ import { systemClock } from "../../index.ts";
 import { opt, parseOptions } from "../../internal.ts";
 import { countTokens } from "../fake-model.ts";
 import { mulberry32 } from "../random.ts";
+import { agentTurn } from "./agent.ts";
 import { CONVERSATION_ITEMS, Conversations, conversationOf } from "./conversations.ts";
 import { type Extra, extraFor } from "./extras.ts";
 import {
@@ -119,7 +120,7 @@ function toolChunks(dialect: Dialect, rule: FaultRule): StreamChunk[] {
   const tool = dialect.tool;
   if (tool === undefined) return [];
   return (rule.toolCalls ?? []).flatMap((call, i): StreamChunk[] => [
-    { frames: (m: string) => tool.open(m, i, call.name) },
+    { frames: (m: string) => tool.open(m, i, call.name, call.id) },
     ...(call.arguments.match(/[\s\S]{1,8}/g) ?? []).map((piece) => ({
       piece: (m: string) => tool.args(m, i, piece),
     })),
@@ -397,7 +398,7 @@ class FaultServerImpl {
     stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
     res.on("close", () => this.#stats.inFlight--);
     const signal = requestSignal(res, this.#closing.signal);
-    const rule = this.#match(r, now) ?? {};
+    const rule = this.#ruleFor(r, now);
     try {
       if (rule.reset) {
         settle(stats, arrival, "reset");
@@ -416,6 +417,16 @@ class FaultServerImpl {
       if (signal.aborted) return; // the client left or the server is closing
       throw error;
     }
+  }
+
+  /** The rule that shapes the answer; the scripted agent's model decides what its turn
+   * says (the rules still fault it). */
+  #ruleFor(r: Request, now: number): FaultRule {
+    const matched = this.#match(r, now) ?? {};
+    const agent = this.#script.agent;
+    return agent !== undefined && r.dialect === DIALECTS.openai
+      ? { ...matched, ...agentTurn(agent, r.body) }
+      : matched;
   }
 
   /** A Responses request naming a stored conversation appends its turn as it arrives
@@ -470,9 +481,10 @@ class FaultServerImpl {
     res.end(body);
   }
 
-  #bill(input: number, output: number) {
+  #bill(input: number, output: number, arrival: Arrival) {
     this.#stats.billed.inputTokens += input;
     this.#stats.billed.outputTokens += output;
+    arrival.billed = (arrival.billed ?? 0) + input + output;
   }
 
   async #json(
@@ -492,12 +504,12 @@ class FaultServerImpl {
       // Headers, then nothing (stall) or a dropped connection (cut).
       res.writeHead(200, { "content-type": "application/json" });
       res.write('{"id":');
-      this.#bill(input, 0);
+      this.#bill(input, 0, arrival);
       settle(this.#stats, arrival, fault.action);
       if (fault.action === "cut") cut(res);
       return;
     }
-    this.#bill(input, output);
+    this.#bill(input, output, arrival);
     settle(this.#stats, arrival, "200");
     const answer = dialect.json(
       rule.servedBy ?? (r.model || "fault-model"),
@@ -506,6 +518,7 @@ class FaultServerImpl {
       output,
       rule.finish,
       rule.refusal,
+      rule.toolCalls,
     );
     this.#send(res, 200, answer, r.limitHeaders);
   }
@@ -526,7 +539,7 @@ class FaultServerImpl {
       connection: "keep-alive",
       ...r.limitHeaders,
     });
-    this.#bill(input, 0);
+    this.#bill(input, 0, arrival);
     for (const f of dialect.start(model, input)) res.write(f);
     const { chunks, checkpoint } = this.#chunksOf(r, rule);
     const fault = rule.stream;
@@ -539,7 +552,7 @@ class FaultServerImpl {
       if (fault && sent === fault.after) break;
       await sleep(rule.tokenLatencyMs ?? 0, signal);
       sent++;
-      this.#bill(0, 1);
+      this.#bill(0, 1, arrival);
       res.write(
         "piece" in c ? c.piece(model) : dialect.delta(model, c.word, sent, input, checkpoint(sent)),
       );

@@ -8,6 +8,8 @@ export interface Arrival {
   model?: string;
   tool?: string;
   outcome?: string;
+  /** Tokens billed for it (input once generation began, output as sent). */
+  billed?: number;
 }
 
 /** What the tool endpoint did: executions, replays, duplicates. */
