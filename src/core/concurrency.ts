@@ -87,6 +87,11 @@ export class AdaptiveConcurrency {
     return this.#limit === Number.POSITIVE_INFINITY && this.#troubleAt === Number.NEGATIVE_INFINITY;
   }
 
+  /** A cut is in force: the upstream showed overload and the limit has not lifted since. */
+  get armed(): boolean {
+    return this.#limit !== Number.POSITIVE_INFINITY;
+  }
+
   /** The attempts that may be in flight now (Infinity: no cap). */
   get limit(): number {
     if (this.#limit !== Number.POSITIVE_INFINITY) return this.#limit;

@@ -27,6 +27,11 @@ export interface AttemptRecord {
   readonly responseModel?: string;
   /** Its price, when it differs from the ledger's (an upstream with another model). */
   readonly price?: Price | undefined;
+  /** Sent as a hedge: while an earlier attempt was still in flight (rule 21). */
+  readonly hedge?: true;
+  /** In a hedge race: whether this attempt showed content first ("won") or was cut
+   * because another did ("lost"; its estimated cost is wasted). */
+  readonly hedged?: "won" | "lost";
 }
 
 /**

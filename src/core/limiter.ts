@@ -588,6 +588,13 @@ export class RateLimiter implements Limiter {
     this.observe(moved);
   }
 
+  /** Nothing shows overload: no 429's wait holds the callers, and the concurrency limit
+   * (when adaptive) has no cut in force. */
+  get calm(): boolean {
+    if (this.#holdUntil > this.#clock.now()) return false;
+    return this.#concurrency?.armed !== true;
+  }
+
   /** The upstream said to wait (a 429 with Retry-After): nobody is sent for `ms`. */
   hold(ms: number): void {
     const untilMs = this.#clock.now() + ms;

@@ -83,6 +83,10 @@ export class Attempt implements AbortWatcher {
   readonly remainingMs: number;
   /** When it started, on the policy's clock. */
   readonly startedAt: number;
+  /** Sent while an earlier attempt of the call was still in flight (rule 21). */
+  readonly hedge: boolean;
+  /** How it came out of a hedge race, if it was in one. */
+  raced: "won" | "lost" | undefined;
   #owner: AttemptOwner;
   #grants: readonly Grant[];
   #watch: AttemptWatch | undefined;
@@ -98,9 +102,16 @@ export class Attempt implements AbortWatcher {
 
   /** Attempt `n` of `owner`'s call, started at `startedAt` with the grants of the gates it
    * passed; its window is its own timeout or what is left of the deadline (rule 6). */
-  constructor(owner: AttemptOwner, n: number, startedAt: number, grants: readonly Grant[]) {
+  constructor(
+    owner: AttemptOwner,
+    n: number,
+    startedAt: number,
+    grants: readonly Grant[],
+    hedge = false,
+  ) {
     this.attempt = n;
     this.startedAt = startedAt;
+    this.hedge = hedge;
     const deadline = owner.deadline;
     this.deadline = deadline.at;
     this.#owner = owner;
@@ -188,6 +199,33 @@ export class Attempt implements AbortWatcher {
     }
   }
 
+  #answering: (() => void) | undefined;
+  #answered = false;
+
+  /** The answer began (a JSON answer's headers came): a hedge race is decided for it. */
+  answering(): void {
+    if (this.#answered) return;
+    this.#answered = true;
+    const hear = this.#answering;
+    this.#answering = undefined;
+    hear?.();
+  }
+
+  /** Whether the answer began (`answering`). */
+  get answered(): boolean {
+    return this.#answered;
+  }
+
+  /** Sets the one callback `answering` runs (a hedge race listening). */
+  onAnswering(hear: (() => void) | undefined): void {
+    this.#answering = hear;
+  }
+
+  /** Cuts the attempt for a reason of the call's own (a hedge race it lost). */
+  cancel(reason: unknown): void {
+    this.#abort(reason);
+  }
+
   /** (Re)arms the one timer: an attempt timeout, a deadline, or a stream's watchdog.
    * When it fires, `recheck` may return a positive number of ms to wait again instead
    * (an idle timer that saw progress since it was armed). */
@@ -259,6 +297,7 @@ export class Attempt implements AbortWatcher {
     this.#cancelTimer = undefined;
     this.#rejectRace = undefined;
     this.#onAbortHook = undefined;
+    this.#answering = undefined;
     this.#unwatch?.();
     this.#unwatch = undefined;
   }

@@ -3,6 +3,7 @@ import type { Clock } from "../core/clock.ts";
 import { callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
 import { EFFECTS, type Effect } from "../core/effects.ts";
+import type { Hedging } from "../core/hedge.ts";
 import {
   BreakwaterError,
   type GiveUpReason,
@@ -40,6 +41,9 @@ export interface AttemptContext {
   /** The model that answered, as the answer names it (`gen_ai.response.model` in
    * telemetry, `responseModel` in the ledger). */
   answeredBy(model: string): void;
+  /** The answer began: a JSON answer's headers came (the fetch layer says so). A hedge
+   * race (rule 21) is decided for this attempt; without it, when the operation settles. */
+  answering(): void;
 }
 
 /** Per-call options of `execute` and `stream`. */
@@ -94,6 +98,9 @@ export interface CallOptions {
    * that proves it never arrived (connection refused, a 429, 503 or 529); after any other
    * it gives up with `outcome-unknown`. @default "idempotent" */
   effect?: Effect;
+  /** `false`: never hedge this call (rule 21), though the policy hedges. A call whose
+   * `effect` is "unsafe" is never hedged. */
+  hedge?: false;
 }
 
 export interface FailOptions {
@@ -139,9 +146,13 @@ export const CALL_SPEC = {
   priority: opt.any<number>((x) => Number.isFinite(x), "a finite number"),
   patience: opt.bool(),
   effect: opt.oneOf(EFFECTS),
+  hedge: opt.any<false>((x) => x === false, "false (never hedge this call)"),
 } satisfies Record<keyof CallOptions, Rule<unknown>>;
 
 const CANCELLED = failure("cancelled");
+/** What a hedge is admitted as, and what its race's loser is booked as. */
+const HEDGE = failure("timeout", { code: "hedge" });
+const LOST = failure("cancelled", { code: "hedge_lost" });
 const UNKNOWN = failure("unknown");
 const NO_COST: Cost = {};
 /** The most common ends, made once: the success path allocates none. */
@@ -153,6 +164,14 @@ const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
     ? undefined
     : { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0 };
+
+/** The policy's hedging for a call that may hedge (rule 21); every call deposits its
+ * share of the hedge budget. */
+function hedgingOf(o: ResolvedOptions, options: CallOptions | undefined): Hedging | undefined {
+  const h = o.hedge;
+  h?.deposit();
+  return options?.hedge === false || options?.effect === "unsafe" ? undefined : h;
+}
 
 /**
  * One logical call: the state of its retry loop (deadline, counters, ledger), not of its
@@ -191,6 +210,8 @@ export class Call implements AttemptOwner, GateRequest {
   #partial: PartialResult | undefined;
   #lastError: unknown;
   #lastFailure: Failure | undefined;
+  /** The policy's hedging, unless this call may not hedge (rule 21). */
+  readonly #hedging: Hedging | undefined;
 
   /** `adopted`: the first attempt, begun on the lean path (`leanOwner`) before this call
    * was made; the call takes it over as if it had begun it. */
@@ -221,6 +242,7 @@ export class Call implements AttemptOwner, GateRequest {
       this.#limits !== undefined ||
       this.deadline.at !== Number.POSITIVE_INFINITY;
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
+    this.#hedging = hedgingOf(o, options);
     if (o.observe !== undefined) {
       const info = {
         stream,
@@ -300,15 +322,87 @@ export class Call implements AttemptOwner, GateRequest {
     return this.#start(grants, now);
   }
 
-  #start(grants: readonly Grant[], now: number): Attempt {
+  #start(grants: readonly Grant[], now: number, hedge = false): Attempt {
     const n = ++this.#n;
     this.#limits?.addAttempt(n > 1);
-    const a = new Attempt(this, n, now, grants);
-    this.#attempt = a;
+    const a = new Attempt(this, n, now, grants, hedge);
+    if (!hedge) this.#attempt = a;
     const watch = this.#watch;
     if (watch !== undefined)
       a.watch(runHook(this, "observe", () => watch.attempt(a.attempt), undefined));
     return a;
+  }
+
+  /** How long after `a` started a hedge may go (rule 21): undefined when this call does
+   * not hedge; Infinity when none may go (no delay learned yet, or the deadline falls
+   * first), though the time to first content is still learned. */
+  hedgeDelay(a: Attempt): number | undefined {
+    const h = this.#hedging;
+    if (h === undefined) return undefined;
+    const ms = h.delayMs;
+    if (ms === undefined || a.startedAt + ms >= this.deadline.at) return Number.POSITIVE_INFINITY;
+    return ms;
+  }
+
+  /**
+   * A hedge of the attempt in flight, through the gates like any attempt (rule 21), or
+   * undefined when it may not go: the caller left, the run or deadline refuse, a gate shows
+   * overload or would have it wait, the hedge budget or the admission refuse, `onRetry`
+   * vetoes it.
+   */
+  hedge(): Attempt | undefined {
+    const h = this.#hedging;
+    const o = this.#o;
+    const now = o.clock.now();
+    if (h === undefined || this.signal?.aborted || now >= this.deadline.at) return undefined;
+    if (this.#limits?.refuseAttempt(now) !== undefined || !o.gates.calm(this)) return undefined;
+    if (!h.take()) return undefined;
+    const grants = o.gates.tryEnter(this);
+    if (grants === undefined) {
+      h.giveBack();
+      return undefined;
+    }
+    const refused = o.gates.admit(HEDGE, this);
+    const onRetry = o.onRetry;
+    const vetoed =
+      refused === undefined &&
+      onRetry !== undefined &&
+      runHook(this, "onRetry", () => onRetry(this.#hedgeEvent()), undefined) === false;
+    if (refused !== undefined || vetoed) {
+      if (vetoed) o.gates.refund(this);
+      endGrants(grants, UNSENT, 0, this);
+      return undefined;
+    }
+    return this.#start(grants, now, true);
+  }
+
+  #hedgeEvent() {
+    const n = this.#n;
+    return { attempt: n, error: undefined, failure: HEDGE, delayMs: 0, ledger: this.ledger, hedge: true as const };
+  }
+
+  /** `a` showed its first content (first, when `raced`): its time is learned, and it is
+   * the call's attempt from now on. */
+  won(a: Attempt, raced: boolean): void {
+    this.#hedging?.learn(this.#o.clock.now() - a.startedAt);
+    this.#attempt = a;
+    if (raced) a.raced = "won";
+  }
+
+  /** The other attempt of a race failed first: the call goes on with `a`. */
+  goOn(a: Attempt): void {
+    this.#attempt = a;
+  }
+
+  /** `a` lost a hedge race: cut at once, booked with what it is estimated to have cost
+   * (its prompt, once sent; what it said of its usage, if anything), its grants ended
+   * with no verdict on the upstream. */
+  lost(a: Attempt, usage?: Partial<Usage>): void {
+    a.cancel(new BreakwaterError("cancelled", { cause: "a hedge of this call answered first" }));
+    a.raced = "lost";
+    const spent = fullUsage(usage) ?? { inputTokens: this.cost.inputTokens ?? 0, outputTokens: 0 };
+    a.end({ how: "left", usage: spent });
+    this.#record("failed", LOST, spent, a);
   }
 
   // What the gates are asked for the next attempt (GateRequest), read only by a gate
@@ -372,6 +466,11 @@ export class Call implements AttemptOwner, GateRequest {
     this.#attempt?.end(sent ? LEFT : UNSENT);
   }
 
+  /** The attempt the call goes on with (a hedge race's winner, once decided). */
+  get current(): Attempt | undefined {
+    return this.#attempt;
+  }
+
   /** Reads usage from a result with `read` (or the policy's reader); a reader that
    * throws reads as no usage. */
   usageOf(value: unknown, read = this.#o.usage): Usage | undefined {
@@ -398,8 +497,7 @@ export class Call implements AttemptOwner, GateRequest {
   }
 
   /** Classifies the failure of the attempt that is running: our own cuts first (rule 3). */
-  classify(error: unknown): Failure {
-    const a = this.#attempt;
+  classify(error: unknown, a: Attempt | undefined = this.#attempt): Failure {
     if (a?.callerAborted) return CANCELLED;
     if (a?.timedOut) return failure("timeout", { code: `${a.timedOut.by}_timeout` });
     const now = this.#o.clock.now();
@@ -487,15 +585,15 @@ export class Call implements AttemptOwner, GateRequest {
   /** Books the failed attempt: classified, in the ledger, its grants ended (the breaker,
    * the admission and the rate limiter hear it). Synchronous, so an attempt cut while
    * nobody reads is settled at once. */
-  settle(error: unknown, more: FailOptions = {}): Failure {
-    const f = more.failure ?? this.classify(error);
+  settle(error: unknown, more: FailOptions = {}, a: Attempt | undefined = this.#attempt): Failure {
+    const f = more.failure ?? this.classify(error, a);
     this.#lastError = error;
     this.#lastFailure = f;
     const usage = more.usage;
-    this.#attempt?.end(
+    a?.end(
       usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage },
     );
-    this.#record("failed", f, fullUsage(usage));
+    this.#record("failed", f, fullUsage(usage), a);
     this.#partial = more.partial;
     return f;
   }
@@ -537,11 +635,16 @@ export class Call implements AttemptOwner, GateRequest {
     }
   }
 
-  #record(outcome: "ok" | "failed", f: Failure | undefined, usage: Usage | undefined): number {
+  #record(
+    outcome: "ok" | "failed",
+    f: Failure | undefined,
+    usage: Usage | undefined,
+    of: Attempt | undefined = this.#attempt,
+  ): number {
     const now = this.#o.clock.now();
-    const started = this.#attempt?.startedAt ?? now;
+    const started = of?.startedAt ?? now;
     const a: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
-      attempt: this.#n,
+      attempt: of?.attempt ?? this.#n,
       startedAt: started,
       durationMs: now - started,
       waitMs: this.#waitBefore,
@@ -549,13 +652,15 @@ export class Call implements AttemptOwner, GateRequest {
     };
     if (f) a.failure = f;
     if (usage) a.usage = usage;
-    const answeredBy = this.#attempt?.responseModel;
+    if (of?.raced !== undefined) a.hedged = of.raced;
+    if (of?.hedge) a.hedge = true;
+    const answeredBy = of?.responseModel;
     if (answeredBy !== undefined) a.responseModel = answeredBy;
     const upstream = this.#options?.upstream;
     if (upstream !== undefined) a.upstream = upstream;
     if (this.#o.price !== this.ledger.price) a.price = this.#o.price;
     this.ledger.record(a);
-    const w = this.#attempt?.takeWatch();
+    const w = of?.takeWatch();
     if (w) runHook(this, "observe", () => w.end(a), undefined);
     return now;
   }

@@ -3,6 +3,7 @@ import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
 import { Attempt, type AttemptEnd, type AttemptOwner, type Grant } from "./attempt.ts";
 import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.ts";
+import { hedged } from "./hedged.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What `policy.execute` takes for one call: the call options, how to read usage, and the output checks. */
@@ -89,14 +90,20 @@ function loop<T>(
   const readUsage = options?.usage ?? o.usage;
   const output =
     options?.validate === undefined && options?.truncated === undefined ? undefined : options;
-  const send = (a: Attempt): Promise<T> => {
+  const run = (a: Attempt): Promise<T> => {
     let p: Promise<T>;
     try {
       p = Promise.resolve(a.run(operation));
     } catch (e) {
       p = Promise.reject(e);
     }
-    return settleAttempt(call, a.race(p), readUsage, output, attempt);
+    return a.race(p);
+  };
+  const send = (a: Attempt): Promise<T> => {
+    const delay = call.hedgeDelay(a);
+    const p = run(a);
+    const raced = delay === undefined ? p : hedged(call, a, p, run, delay);
+    return settleAttempt(call, raced, readUsage, output, attempt);
   };
   // The gates first (rule 1): at once, or (a rate limiter) after a wait.
   const attempt = (): Promise<T> => {

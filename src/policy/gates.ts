@@ -49,6 +49,8 @@ export interface Gate {
   admit?(failure: Failure, r: Reporter): Refusal | undefined;
   /** A retry this gate admitted will not be sent (an `onRetry` veto). */
   refund?(r: Reporter): void;
+  /** False while the upstream shows overload to this gate: hedges stand down (rule 21). */
+  calm?(r: Reporter): boolean;
   /** Set when `enter` always grants this, at once: the attempt's grants need no list. */
   readonly always?: Grant;
   /** A grant now, with no wait and no refusal, or undefined (then `enter` decides): the
@@ -91,6 +93,11 @@ export class BreakerGate implements Gate, Grant {
     return guard(r, "breaker.state", () => b.state, "closed") === "open" ? CIRCUIT_OPEN : undefined;
   }
 
+  calm(r: Reporter): boolean {
+    const b = this.#breaker;
+    return guard(r, "breaker.state", () => b.state, "open") === "closed";
+  }
+
   end(how: AttemptEnd, _at: number, r: Reporter): void {
     const v: Verdict =
       how.how === "ok"
@@ -124,6 +131,12 @@ export class AdmissionGate implements Gate, Grant {
   refund(r: Reporter): void {
     const a = this.#admission;
     if (a.refund !== undefined) guard(r, "budget.refund", () => a.refund!(), undefined);
+  }
+
+  /** An adaptive admission refusing any share of retries is overload. */
+  calm(r: Reporter): boolean {
+    const a = this.#admission as Admission & { readonly rejectProbability?: number };
+    return guard(r, "budget.rejectProbability", () => (a.rejectProbability ?? 0) === 0, false);
   }
 
   end(how: AttemptEnd, at: number, r: Reporter): void {
@@ -176,6 +189,12 @@ export class LimiterGate implements Gate {
   readonly #limiter: Limiter;
   constructor(limiter: Limiter) {
     this.#limiter = limiter;
+  }
+
+  /** A limiter holding everyone (a 429's wait) or one whose concurrency limit has cut. */
+  calm(r: Reporter): boolean {
+    const l = this.#limiter as Limiter & { readonly calm?: boolean };
+    return guard(r, "limiter.calm", () => l.calm !== false, false);
   }
 
   tryEnter(req: GateRequest): Grant | undefined {
@@ -259,6 +278,12 @@ export class Gates {
       return refused;
     }
     return undefined;
+  }
+
+  /** Whether every gate is calm: no overload shown (a hedge may go). */
+  calm(r: Reporter): boolean {
+    for (const g of this.list) if (g.calm !== undefined && !g.calm(r)) return false;
+    return true;
   }
 
   /** A retry every gate admitted will not be sent. */

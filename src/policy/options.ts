@@ -13,6 +13,7 @@ import {
   type RetryBudgetOptions,
 } from "../core/budget.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
+import { type HedgeOptions, Hedging } from "../core/hedge.ts";
 import { callDeadline } from "../core/deadline.ts";
 import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
@@ -40,6 +41,9 @@ export interface RetryEvent {
   /** How long the policy is about to wait. */
   readonly delayMs: number;
   readonly ledger: Ledger;
+  /** Set when the attempt about to go is a hedge (rule 21): the attempt in flight has
+   * shown nothing for the hedge delay and is still running; `error` is undefined. */
+  readonly hedge?: true;
 }
 
 /** What `onGiveUp` is told when a call ends without a value. */
@@ -119,6 +123,15 @@ export interface PolicyOptions {
   onSuccess?: (event: SuccessEvent) => void;
   /** Watches every call: spans, metrics (`otel()` from `breakwater/otel`). @default none */
   observe?: Observer;
+  /** Hedged first tokens (docs/architecture.md, rule 21): when an attempt has shown no
+   * first content (a stream's first content chunk, a JSON answer's headers) after the
+   * delay, one more attempt goes to the same upstream; the first to show content wins and
+   * the other is aborted at once. `true` for the defaults (after the p95 of recent
+   * first-content times, at most 5% more requests), or options. Never for a request that
+   * is not safe to send twice (`effect: "unsafe"`, `hedge: false` on the call), nor while
+   * the upstream shows overload. Off by default: the loser's prompt is billed.
+   * @default false */
+  hedge?: boolean | HedgeOptions;
 }
 
 /** The validated, frozen options a policy runs on. */
@@ -142,6 +155,8 @@ export interface ResolvedOptions extends RetryRules {
   readonly onGiveUp: PolicyOptions["onGiveUp"];
   readonly onSuccess: PolicyOptions["onSuccess"];
   readonly observe: Observer | undefined;
+  /** Hedging's delay and budget, when the policy hedges. */
+  readonly hedge: Hedging | undefined;
   /** The gates every attempt passes, made from the breaker, limiter and admission. */
   readonly gates: Gates;
   /** Set when a call with no options has nothing to bound, watch or refuse (no deadline,
@@ -214,6 +229,13 @@ const SPEC = {
   onGiveUp: opt.fn<PolicyOptions["onGiveUp"]>(),
   onSuccess: opt.fn<PolicyOptions["onSuccess"]>(),
   observe: opt.any<Observer>(isObserver, "an Observer (an object with call())"),
+  hedge: ((v, name, x) => {
+    if (x === undefined || x === false) return undefined;
+    if (x === true) return new Hedging({}, v, name);
+    if (x === null || typeof x !== "object" || Array.isArray(x))
+      v.fail(name, x, "true, false, or hedge options ({ afterMs, percentile, maxExtraRatio, minSamples })");
+    return new Hedging(x as HedgeOptions, v, name);
+  }) as Rule<Hedging | undefined>,
 } satisfies Record<keyof PolicyOptions, Rule<unknown>>;
 
 /** The names of a policy's options (what an adapter's own options are told apart from). */
@@ -299,6 +321,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
   const gates = gatesOf(parts);
   const lean =
     rest.observe === undefined &&
+    rest.hedge === undefined &&
     rest.onSuccess === undefined &&
     rest.usage === undefined &&
     rest.deadlineMs === Number.POSITIVE_INFINITY &&

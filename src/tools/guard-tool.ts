@@ -209,7 +209,14 @@ function attempt<A, R>(
       if (verdict !== "ok" && verdict.retryable) throw new ToolResultFailure(result, verdict.code);
       return result;
     },
-    { retryIf, classify: classifyResult, ...(signal && { signal }), ...(run && { run }) },
+    {
+      retryIf,
+      classify: classifyResult,
+      // A tool with effects is never raced by a second call of itself (rule 21).
+      ...(g.effect !== "read" && { hedge: false as const }),
+      ...(signal && { signal }),
+      ...(run && { run }),
+    },
   );
 }
 

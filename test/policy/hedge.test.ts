@@ -1,0 +1,271 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { AdaptiveAdmission } from "../../src/core/admission.ts";
+import { CircuitBreaker } from "../../src/core/breaker.ts";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { ledgerOf } from "../../src/core/errors.ts";
+import { Hedging } from "../../src/core/hedge.ts";
+import type { Ledger } from "../../src/core/ledger.ts";
+import { ConfigError } from "../../src/core/validate.ts";
+import type { AttemptContext } from "../../src/policy/call.ts";
+import type { PolicyOptions } from "../../src/policy/options.ts";
+import { policy } from "../../src/policy/policy.ts";
+import { drive, httpError } from "../helpers.ts";
+
+/** An operation whose attempt n answers after `ms[n - 1]` (or throws what is there), and
+ * that records each attempt's start and whether its signal was aborted, and when. */
+function timed(clock: VirtualClock, plan: (number | Error)[]) {
+  const seen: { attempt: number; at: number; abortedAt?: number }[] = [];
+  const op = async (ctx: AttemptContext) => {
+    const me: (typeof seen)[number] = { attempt: ctx.attempt, at: clock.now() };
+    seen.push(me);
+    ctx.signal.addEventListener("abort", () => {
+      me.abortedAt = clock.now();
+    });
+    const step = plan[ctx.attempt - 1] ?? 10;
+    if (step instanceof Error) {
+      await clock.sleep(5);
+      throw step;
+    }
+    await clock.sleep(step, ctx.signal);
+    return `answer ${ctx.attempt}`;
+  };
+  return { seen, op };
+}
+
+const base = (clock: VirtualClock, more: PolicyOptions = {}) =>
+  policy({ clock, random: () => 0.5, limiter: false, ...more });
+
+/** Records a call's ledger when it succeeds. */
+function ledgers(more: PolicyOptions = {}) {
+  const all: Ledger[] = [];
+  return { all, onSuccess: (e: { ledger: Ledger }) => all.push(e.ledger), ...more };
+}
+
+describe("hedged first tokens (rule 21), execute", () => {
+  it("sends one hedge after afterMs; the first to answer wins, the other is cut and booked", async () => {
+    const clock = new VirtualClock();
+    const l = ledgers();
+    const p = base(clock, { hedge: { afterMs: 100 }, onSuccess: l.onSuccess });
+    const { seen, op } = timed(clock, [1_000, 50]);
+    const r = await drive(clock, p.execute(op, { cost: { inputTokens: 700 } }));
+    expect(r).toEqual({ ok: true, value: "answer 2" });
+    expect(seen.map((s) => [s.attempt, s.at])).toEqual([
+      [1, 0],
+      [2, 100],
+    ]);
+    // The loser is cut the moment the winner answers (its socket closes on the next tick).
+    await new Promise((r) => setImmediate(r));
+    expect(seen[0]!.abortedAt).toBe(150);
+    const [lost, won] = l.all[0]!.attempts;
+    expect(lost).toMatchObject({ outcome: "failed", hedged: "lost", durationMs: 150 });
+    expect(lost!.failure).toMatchObject({ kind: "cancelled", code: "hedge_lost" });
+    expect(lost!.usage).toEqual({ inputTokens: 700, outputTokens: 0 });
+    expect(won).toMatchObject({ outcome: "ok", hedged: "won", hedge: true, startedAt: 100 });
+    expect(l.all[0]!.wasted).toEqual({ inputTokens: 700, outputTokens: 0 });
+    expect(clock.pending).toBe(0);
+  });
+
+  it("the first attempt can still win: the hedge is cut instead", async () => {
+    const clock = new VirtualClock();
+    const l = ledgers();
+    const p = base(clock, { hedge: { afterMs: 100 }, onSuccess: l.onSuccess });
+    const { seen, op } = timed(clock, [120, 500]);
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "answer 1" });
+    await new Promise((r) => setImmediate(r));
+    expect(seen[1]!.abortedAt).toBe(120);
+    expect(l.all[0]!.attempts.map((a) => [a.attempt, a.outcome, a.hedged])).toEqual([
+      [2, "failed", "lost"],
+      [1, "ok", "won"],
+    ]);
+  });
+
+  it("no hedge when the answer begins in time (a JSON answer's headers: answering())", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    let attempts = 0;
+    const op = async (ctx: AttemptContext) => {
+      attempts++;
+      await clock.sleep(60);
+      ctx.answering(); // the headers came; the body takes long
+      await clock.sleep(900);
+      return "whole";
+    };
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "whole" });
+    expect(attempts).toBe(1);
+  });
+
+  it("a first attempt that fails before the hedge delay retries as always, no hedge", async () => {
+    const clock = new VirtualClock();
+    const l = ledgers();
+    const p = base(clock, { hedge: { afterMs: 100 }, onSuccess: l.onSuccess });
+    const { seen, op } = timed(clock, [httpError(503), 20]);
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "answer 2" });
+    expect(seen).toHaveLength(2);
+    expect(l.all[0]!.attempts.every((a) => a.hedged === undefined && !a.hedge)).toBe(true);
+  });
+
+  it("an attempt that fails while the other is in flight is booked; the other's answer counts", async () => {
+    const clock = new VirtualClock();
+    const l = ledgers();
+    const p = base(clock, { hedge: { afterMs: 100 }, onSuccess: l.onSuccess });
+    // Attempt 1 stalls, then fails at 300; the hedge (sent at 100) answers at 400.
+    const op = async (ctx: AttemptContext) => {
+      if (ctx.attempt === 1) {
+        await clock.sleep(300);
+        throw httpError(502);
+      }
+      await clock.sleep(300, ctx.signal);
+      return "hedge";
+    };
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "hedge" });
+    expect(l.all[0]!.attempts.map((a) => [a.attempt, a.outcome, a.failure?.status])).toEqual([
+      [1, "failed", 502],
+      [2, "ok", undefined],
+    ]);
+  });
+
+  it("both failing: the call decides on the last failure, as for any attempt", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 }, maxAttempts: 2 });
+    const op = async (ctx: AttemptContext) => {
+      await clock.sleep(ctx.attempt === 1 ? 300 : 250);
+      throw httpError(ctx.attempt === 1 ? 500 : 503);
+    };
+    const r = await drive(clock, p.execute(op));
+    expect(r.ok).toBe(false);
+    const ledger = ledgerOf(!r.ok && r.error)!;
+    expect(ledger.attempts.map((a) => a.failure?.status)).toEqual([500, 503]);
+  });
+
+  it("never hedges a call marked hedge: false or effect: 'unsafe'", async () => {
+    for (const options of [{ hedge: false as const }, { effect: "unsafe" as const }]) {
+      const clock = new VirtualClock();
+      const p = base(clock, { hedge: { afterMs: 100 } });
+      const { seen, op } = timed(clock, [1_000]);
+      expect(await drive(clock, p.execute(op, options))).toEqual({ ok: true, value: "answer 1" });
+      expect(seen).toHaveLength(1);
+    }
+  });
+
+  it("stands down while the breaker is not closed or the admission refuses", async () => {
+    const clock = new VirtualClock();
+    const breaker = new CircuitBreaker({ clock, consecutiveFailures: 2, openMs: 1_000 });
+    const p = base(clock, { hedge: { afterMs: 100 }, breaker, budget: false });
+    const fail = async () => {
+      throw httpError(500);
+    };
+    for (let i = 0; i < 2; i++) await drive(clock, p.execute(fail, { maxAttempts: 1 }));
+    expect(breaker.state).toBe("open");
+    await clock.advance(60_000); // half-open: probes go, hedges do not
+    expect(breaker.state).not.toBe("closed");
+    const { seen, op } = timed(clock, [1_000]);
+    await drive(clock, p.execute(op));
+    expect(seen).toHaveLength(1);
+
+    const clock2 = new VirtualClock();
+    const admission = new AdaptiveAdmission({ clock: clock2, random: () => 0.99 });
+    const q = base(clock2, { hedge: { afterMs: 100 }, budget: admission });
+    for (let i = 0; i < 30; i++) admission.onFailure({ kind: "overloaded", retryable: true }, 0);
+    expect(admission.rejectProbability).toBeGreaterThan(0);
+    const t = timed(clock2, [1_000]);
+    await drive(clock2, q.execute(t.op));
+    expect(t.seen).toHaveLength(1);
+  });
+
+  it("goes through onRetry (told hedge: true), whose veto keeps it unsent", async () => {
+    const clock = new VirtualClock();
+    const events: unknown[] = [];
+    const p = base(clock, {
+      hedge: { afterMs: 100 },
+      onRetry: (e) => {
+        events.push({ attempt: e.attempt, hedge: e.hedge, error: e.error });
+        return false;
+      },
+    });
+    const { seen, op } = timed(clock, [1_000]);
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "answer 1" });
+    expect(seen).toHaveLength(1);
+    expect(events).toEqual([{ attempt: 1, hedge: true, error: undefined }]);
+  });
+
+  it("draws on the hedge budget: at most maxExtraRatio of the calls, after the one to start", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100, maxExtraRatio: 0.25 } });
+    let sent = 0;
+    const op = async (ctx: AttemptContext) => {
+      sent++;
+      await clock.sleep(ctx.attempt === 1 ? 1_000 : 10, ctx.signal);
+      return "ok";
+    };
+    await drive(clock, Promise.all(Array.from({ length: 20 }, () => p.execute(op))));
+    // One to start, then a quarter of a hedge per call: 1 + 20 × 0.25.
+    expect(sent - 20).toBe(6);
+  });
+
+  it("learns the delay: the p95 of recent first-content times, once minSamples are in", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { minSamples: 20 } });
+    let sent = 0;
+    const op = async (ctx: AttemptContext) => {
+      sent++;
+      await clock.sleep(ctx.attempt === 1 ? 40 + (sent % 20) * 5 : 10, ctx.signal);
+      return "ok";
+    };
+    for (let i = 0; i < 20; i++) await drive(clock, p.execute(op));
+    expect(sent).toBe(20); // no delay known yet: no hedge
+    const slow = timed(clock, [5_000, 10]);
+    await drive(clock, p.execute(slow.op));
+    // 20 samples of 40..135 ms: the 95th percentile is 135 ms.
+    expect(slow.seen.map((s) => s.at - slow.seen[0]!.at)).toEqual([0, 135]);
+  });
+
+  it("validates its options, naming the one that is wrong", async () => {
+    expect(() => policy({ hedge: { afterMs: -1 } })).toThrow(ConfigError);
+    expect(() => policy({ hedge: { afterMs: -1 } })).toThrow(/hedge\.afterMs/);
+    expect(() => policy({ hedge: { percentile: 2 } })).toThrow(/hedge\.percentile/);
+    expect(() => policy({ hedge: { after: 100 } as never })).toThrow(/after/);
+    expect(() => policy({ hedge: 5 as never })).toThrow(/hedge.*true, false, or hedge options/);
+    await expect(policy().execute(async () => 1, { hedge: true as never })).rejects.toThrow(
+      /hedge/,
+    );
+  });
+
+  it("property: whatever the latencies, one answer, and every attempt cut or finished", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 1, max: 400 }), { minLength: 2, maxLength: 2 }),
+        fc.integer({ min: 1, max: 300 }),
+        async (ms, afterMs) => {
+          const clock = new VirtualClock();
+          const p = base(clock, { hedge: { afterMs }, limiter: {} });
+          const { seen, op } = timed(clock, ms);
+          const r = await drive(clock, p.execute(op));
+          expect(r.ok).toBe(true);
+          const hedgedAt = seen[1]?.at;
+          expect(hedgedAt === undefined).toBe(ms[0]! <= afterMs);
+          if (hedgedAt !== undefined) {
+            const firstWins = ms[0]! <= afterMs + ms[1]!;
+            expect((r as { value: string }).value).toBe(firstWins ? "answer 1" : "answer 2");
+          }
+          await new Promise((r) => setImmediate(r)); // the loser's abort reaches it
+          expect(clock.pending).toBe(0); // no timer left behind
+          expect(p.options.limiter!.headroom()).toBe(1);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("Hedging (core)", () => {
+  it("reads the percentile of the last 256 first-content times", () => {
+    const h = new Hedging({ minSamples: 10, percentile: 0.9 });
+    for (let i = 1; i <= 9; i++) h.learn(i);
+    expect(h.delayMs).toBeUndefined();
+    h.learn(10);
+    expect(h.delayMs).toBe(10);
+    for (let i = 0; i < 512; i++) h.learn(1_000);
+    expect(h.delayMs).toBe(1_000);
+  });
+});
