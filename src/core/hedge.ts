@@ -77,8 +77,7 @@ export class Hedging {
 
   /** A call started: it deposits its share of a hedge. */
   deposit(): void {
-    const t = this.#tokens + this.maxExtraRatio;
-    this.#tokens = t > this.#maxTokens ? this.#maxTokens : t;
+    this.#tokens = Math.min(this.#maxTokens, this.#tokens + this.maxExtraRatio);
   }
 
   /** A hedge asks to go: true takes a whole token. */

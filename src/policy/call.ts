@@ -3,7 +3,6 @@ import type { Clock } from "../core/clock.ts";
 import { callDeadline, type Deadline } from "../core/deadline.ts";
 import { decide, type RetryState } from "../core/decide.ts";
 import { EFFECTS, type Effect } from "../core/effects.ts";
-import type { Hedging } from "../core/hedge.ts";
 import {
   BreakwaterError,
   type GiveUpReason,
@@ -12,6 +11,7 @@ import {
   tagError,
 } from "../core/errors.ts";
 import { type Failure, failure, isOutputKind } from "../core/failure.ts";
+import type { Hedging } from "../core/hedge.ts";
 import { type AttemptRecord, Ledger } from "../core/ledger.ts";
 import type { Cost } from "../core/limiter.ts";
 import { scrubError } from "../core/redact.ts";
@@ -378,7 +378,14 @@ export class Call implements AttemptOwner, GateRequest {
 
   #hedgeEvent() {
     const n = this.#n;
-    return { attempt: n, error: undefined, failure: HEDGE, delayMs: 0, ledger: this.ledger, hedge: true as const };
+    return {
+      attempt: n,
+      error: undefined,
+      failure: HEDGE,
+      delayMs: 0,
+      ledger: this.ledger,
+      hedge: true as const,
+    };
   }
 
   /** `a` showed its first content (first, when `raced`): its time is learned, and it is

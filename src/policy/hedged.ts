@@ -1,4 +1,5 @@
 import type { Cancel } from "../core/clock.ts";
+import type { Usage } from "../core/usage.ts";
 import type { Attempt } from "./attempt.ts";
 import type { Call } from "./call.ts";
 
@@ -16,35 +17,36 @@ export function hedged<T>(
   firstDone: Promise<T>,
   start: (a: Attempt) => Promise<T>,
   delayMs: number,
+  usageOf?: (a: Attempt) => Partial<Usage> | undefined,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    new Race(call, first, start, resolve, reject).follow(first, firstDone).arm(delayMs);
+    const race = new Race(call, first, start, { resolve, reject, usageOf });
+    race.follow(first, firstDone).arm(delayMs);
   });
+}
+
+/** Where a race's outcome goes, and what a loser is known to have spent. */
+interface Ends<T> {
+  resolve(value: T): void;
+  reject(error: unknown): void;
+  usageOf: ((a: Attempt) => Partial<Usage> | undefined) | undefined;
 }
 
 class Race<T> {
   readonly #call: Call;
   readonly #first: Attempt;
   readonly #start: (a: Attempt) => Promise<T>;
-  readonly #resolve: (value: T) => void;
-  readonly #reject: (error: unknown) => void;
+  readonly #ends: Ends<T>;
   #second: Attempt | undefined;
   #winner: Attempt | undefined;
   #inFlight = 1;
   #cancel: Cancel | undefined;
 
-  constructor(
-    call: Call,
-    first: Attempt,
-    start: (a: Attempt) => Promise<T>,
-    resolve: (value: T) => void,
-    reject: (error: unknown) => void,
-  ) {
+  constructor(call: Call, first: Attempt, start: (a: Attempt) => Promise<T>, ends: Ends<T>) {
     this.#call = call;
     this.#first = first;
     this.#start = start;
-    this.#resolve = resolve;
-    this.#reject = reject;
+    this.#ends = ends;
   }
 
   /** The hedge's timer, from the first attempt's start (none when no delay is known). */
@@ -79,7 +81,7 @@ class Race<T> {
     this.#call.won(a, other !== undefined);
     if (other === undefined || other.ended) return;
     this.#inFlight--;
-    this.#call.lost(other);
+    this.#call.lost(other, this.#ends.usageOf?.(other));
   }
 
   #other(a: Attempt): Attempt | undefined {
@@ -91,7 +93,7 @@ class Race<T> {
     done.then(
       (value) => {
         this.#decide(a);
-        if (this.#winner === a) this.#resolve(value);
+        if (this.#winner === a) this.#ends.resolve(value);
       },
       (error: unknown) => this.#failed(a, error),
     );
@@ -103,7 +105,7 @@ class Race<T> {
     if (this.#winner === a || this.#inFlight === 1) {
       this.#disarm();
       if (this.#winner === undefined) this.#call.goOn(a);
-      this.#reject(error);
+      this.#ends.reject(error);
       return;
     }
     // The other attempt is still in flight: this one is booked, the race goes on.

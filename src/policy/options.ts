@@ -13,11 +13,11 @@ import {
   type RetryBudgetOptions,
 } from "../core/budget.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
-import { type HedgeOptions, Hedging } from "../core/hedge.ts";
 import { callDeadline } from "../core/deadline.ts";
 import type { RetryRules } from "../core/decide.ts";
 import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
+import { type HedgeOptions, Hedging } from "../core/hedge.ts";
 import type { Ledger } from "../core/ledger.ts";
 import { isLimiter, type Limiter, RateLimiter, type RateLimiterOptions } from "../core/limiter.ts";
 import { MAX_DELAY_MS } from "../core/retry-after.ts";
@@ -233,7 +233,11 @@ const SPEC = {
     if (x === undefined || x === false) return undefined;
     if (x === true) return new Hedging({}, v, name);
     if (x === null || typeof x !== "object" || Array.isArray(x))
-      v.fail(name, x, "true, false, or hedge options ({ afterMs, percentile, maxExtraRatio, minSamples })");
+      v.fail(
+        name,
+        x,
+        "true, false, or hedge options ({ afterMs, percentile, maxExtraRatio, minSamples })",
+      );
     return new Hedging(x as HedgeOptions, v, name);
   }) as Rule<Hedging | undefined>,
 } satisfies Record<keyof PolicyOptions, Rule<unknown>>;

@@ -8,8 +8,10 @@ import type { Usage } from "../core/usage.ts";
 import { ConfigError } from "../core/validate.ts";
 import { type Attempt, endGrants, type Grant, NO_GRANTS, type Reporter } from "./attempt.ts";
 import { Call, type FailOptions } from "./call.ts";
+import { hedged } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
+import { type Head, readHead } from "./stream-head.ts";
 import {
   type OpenStream,
   type ResolvedStream,
@@ -137,6 +139,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #shown: C[] = [];
   #succeeded = false;
   #finished = false;
+  /** Its grip is registered for the case it is collected unread. */
+  #registered = false;
   /** The slow path is driving the stream (opening, reading, deciding). */
   #driving = false;
   /** A failure settled while nobody was reading, for the next read to act on. */
@@ -366,14 +370,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const a = begun instanceof Promise ? await begun : begun;
     // The consumer left during a wait at a gate: nothing was sent, the grants go back.
     if (this.#finished) return this.#call.abandon(false);
-    const r = new Reading<C>(a);
-    this.#r = r;
-    const grip = this.#grip;
-    grip.grants = a.grants;
-    grip.startedAt = a.startedAt;
-    if (a.attempt === 1) abandoned.register(this, grip, grip);
-    this.#bindReads(a);
-    this.#armWatchdog(r);
+    const delay = this.#call.hedgeDelay(a);
+    if (delay !== undefined) return this.#startHedged(a, delay);
+    const r = this.#reading(a);
     let opening: Promise<AsyncIterable<C>>;
     try {
       opening = Promise.resolve(a.run(this.#open));
@@ -384,11 +383,56 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     try {
       const iterable = await a.race(opening);
       r.source = iterable[Symbol.asyncIterator]();
-      grip.source = r.source;
+      this.#grip.source = r.source;
     } catch (error) {
       opening.then((late) => closeIterator(late?.[Symbol.asyncIterator]?.()), noop);
       await this.#attemptFailed(error);
     }
+  }
+
+  /** The attempt's reading becomes the stream's: its reads, its timer, its cleanup. */
+  #reading(a: Attempt, r = new Reading<C>(a)): Reading<C> {
+    this.#r = r;
+    const grip = this.#grip;
+    grip.grants = a.grants;
+    grip.startedAt = a.startedAt;
+    if (!this.#registered) abandoned.register(this, grip, grip);
+    this.#registered = true;
+    this.#bindReads(a);
+    this.#armWatchdog(r);
+    return r;
+  }
+
+  /**
+   * An attempt raced by a hedge up to its first content (rule 21): each reads its head
+   * (`readHead`) under its own timer; the first to show content wins and its stream goes
+   * on as any attempt's, from its first chunk; the other is cut, never shown.
+   */
+  async #startHedged(first: Attempt, delayMs: number): Promise<void> {
+    const readings = new Map<Attempt, Reading<C>>();
+    const head = (a: Attempt) => {
+      const r = new Reading<C>(a);
+      readings.set(a, r);
+      this.#armWatchdog(r);
+      const isContent = (chunk: C) => this.#isContentOnce(chunk);
+      const note = (chunk: C) => {
+        if (this.#s.usage !== undefined) this.#noteUsage(r, chunk);
+      };
+      return readHead(a, this.#open, isContent, note);
+    };
+    const usageOf = (a: Attempt) => readings.get(a)?.usage;
+    let won: Head<C>;
+    try {
+      won = await hedged(this.#call, first, head(first), head, delayMs, usageOf);
+    } catch (error) {
+      const a = this.#call.current!;
+      this.#reading(a, readings.get(a));
+      await this.#attemptFailed(error);
+      return;
+    }
+    const r = this.#reading(won.attempt, readings.get(won.attempt));
+    r.source = won.source;
+    this.#grip.source = won.source;
   }
 
   /** One timer per attempt: the nearest of deadline, total cap, and first-token (before

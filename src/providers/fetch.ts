@@ -496,6 +496,7 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
       async (ctx): Promise<{ res: Response; usage?: Partial<Usage>; json?: unknown }> => {
         const res = await c.send(req, ctx.attempt, ctx.signal);
         if (!res.ok) throw await UpstreamAnswer.read(res);
+        ctx.answering(); // a hedge race is decided on the headers (rule 21)
         last = res.headers;
         if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
           return { res };

@@ -269,3 +269,131 @@ describe("Hedging (core)", () => {
     expect(h.delayMs).toBe(1_000);
   });
 });
+
+/** A stream whose attempt n yields `plan[n - 1]`: [ms to wait, chunk] steps; it records
+ * each attempt's start and when its source was closed. */
+function streaming(clock: VirtualClock, plan: [number, string][][]) {
+  const seen: { attempt: number; at: number; closedAt?: number }[] = [];
+  const open = (ctx: AttemptContext) => {
+    const me: (typeof seen)[number] = { attempt: ctx.attempt, at: clock.now() };
+    seen.push(me);
+    const steps = plan[ctx.attempt - 1] ?? [];
+    return (async function* () {
+      try {
+        for (const [ms, chunk] of steps) {
+          await clock.sleep(ms, ctx.signal);
+          yield chunk;
+        }
+      } finally {
+        me.closedAt = clock.now();
+      }
+    })();
+  };
+  return { seen, open };
+}
+
+async function readAll(clock: VirtualClock, s: AsyncIterable<string>) {
+  const out: string[] = [];
+  const r = await drive(
+    clock,
+    (async () => {
+      for await (const c of s) out.push(c);
+    })(),
+  );
+  return { out, r };
+}
+
+describe("hedged first tokens (rule 21), streams", () => {
+  const options = {
+    isContent: (c: string) => !c.startsWith("meta"),
+    usage: (c: string) => (c.startsWith("meta") ? { inputTokens: Number(c.slice(5)) } : undefined),
+  };
+
+  it("the hedge's content comes first: only its chunks reach the consumer, the stalled one is closed", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    const { seen, open } = streaming(clock, [
+      [
+        [10, "meta:900"],
+        [1_000, "slow-1"],
+        [10, "slow-2"],
+      ],
+      [
+        [20, "meta:900"],
+        [10, "fast-1"],
+        [10, "fast-2"],
+      ],
+    ]);
+    const s = p.stream(open, options);
+    const { out, r } = await readAll(clock, s);
+    expect(r.ok).toBe(true);
+    expect(out).toEqual(["meta:900", "fast-1", "fast-2"]);
+    await new Promise((resolve) => setImmediate(resolve));
+    // Cut when the hedge's first content came (100 + 30).
+    expect(seen[0]!.closedAt).toBe(130);
+    const { ledger } = await s.done;
+    expect(ledger.attempts.map((a) => [a.attempt, a.outcome, a.hedged])).toEqual([
+      [1, "failed", "lost"],
+      [2, "ok", "won"],
+    ]);
+    // The loser's prompt, as its own first chunk told it, is wasted.
+    expect(ledger.wasted).toEqual({ inputTokens: 900, outputTokens: 0 });
+  });
+
+  it("the first attempt's content comes first: the hedge is closed, never shown", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    const { seen, open } = streaming(clock, [
+      [
+        [150, "one-1"],
+        [10, "one-2"],
+      ],
+      [[500, "two-1"]],
+    ]);
+    const { out } = await readAll(clock, p.stream(open, options));
+    expect(out).toEqual(["one-1", "one-2"]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen.map((a) => [a.at, a.closedAt])).toEqual([
+      [0, 160],
+      [100, 150],
+    ]);
+  });
+
+  it("no hedge once content flows, however slow the rest (the winner's first content is the point of no return)", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    const { seen, open } = streaming(clock, [
+      [
+        [50, "a"],
+        [5_000, "b"],
+      ],
+    ]);
+    const { out } = await readAll(clock, p.stream(open, options));
+    expect(out).toEqual(["a", "b"]);
+    expect(seen).toHaveLength(1);
+  });
+
+  it("a head that fails while the other is in flight: the other goes on", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    let n = 0;
+    const open = (ctx: AttemptContext) =>
+      (async function* () {
+        n++;
+        if (ctx.attempt === 1) {
+          await clock.sleep(200);
+          throw httpError(502);
+        }
+        await clock.sleep(300, ctx.signal);
+        yield "late but fine";
+      })();
+    const s = p.stream(open, options);
+    const { out } = await readAll(clock, s);
+    expect(out).toEqual(["late but fine"]);
+    expect(n).toBe(2);
+    expect((await s.done).ledger.attempts.map((a) => [a.outcome, a.failure?.status])).toEqual([
+      ["failed", 502],
+      ["ok", undefined],
+    ]);
+  });
+});

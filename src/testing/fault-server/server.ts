@@ -39,6 +39,8 @@ export interface FaultServer {
   /** e.g. http://127.0.0.1:43210 */
   readonly url: string;
   readonly port: number;
+  /** When it started (epoch ms): the timeline's `at` and `closedAt` count from it. */
+  readonly startedAt: number;
   /** A snapshot of what the server received, billed and executed. */
   stats(): FaultStats;
   /** Replaces the script (validated); rule counters and the time window restart. */
@@ -186,7 +188,8 @@ class FaultServerImpl {
   readonly #sockets = new Set<Socket>();
   readonly #closing = new AbortController();
   readonly #maxBody: number;
-  readonly #startedAt = Date.now();
+  readonly startedAt = Date.now();
+  readonly #startedAt = this.startedAt;
   #script!: Parsed;
   #limits: ServerRateLimits | undefined;
   #random!: () => number;
@@ -360,6 +363,12 @@ class FaultServerImpl {
     return cap.status ?? (r.route === "anthropic" ? 529 : 503);
   }
 
+  /** An arrival's connection closed: when, and (if nothing else said) that it was cut. */
+  #closed(stats: FaultStats, arrival: Arrival): void {
+    arrival.closedAt = Date.now() - this.#startedAt;
+    settle(stats, arrival, "aborted");
+  }
+
   async #serve(r: Request, res: ServerResponse) {
     const stats = this.#stats;
     const now = Date.now();
@@ -374,7 +383,7 @@ class FaultServerImpl {
       ...(r.tool && { tool: r.tool }),
     };
     if (stats.timeline.length < MAX_TIMELINE) stats.timeline.push(arrival);
-    res.on("close", () => settle(stats, arrival, "aborted"));
+    res.on("close", () => this.#closed(stats, arrival));
 
     const overflow = this.#overflow(r, now);
     if (overflow !== undefined) {
@@ -841,6 +850,7 @@ export async function startFaultServer(options: FaultServerOptions = {}): Promis
   return {
     url: `http://${urlHost}:${bound}`,
     port: bound,
+    startedAt: impl.startedAt,
     stats: () => impl.stats(),
     setScript: (s) => impl.setScript(s),
     resetStats: () => impl.resetStats(),

@@ -10,6 +10,9 @@ export interface Arrival {
   outcome?: string;
   /** Tokens billed for it (input once generation began, output as sent). */
   billed?: number;
+  /** When its connection closed (answered, cut, or dropped by the client), ms since the
+   * server started. */
+  closedAt?: number;
 }
 
 /** What the tool endpoint did: executions, replays, duplicates. */

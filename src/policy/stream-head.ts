@@ -1,0 +1,68 @@
+import type { Attempt } from "./attempt.ts";
+import type { OpenStream } from "./stream-options.ts";
+
+/** An attempt's stream up to its first content: what it read, and the rest to come. */
+export interface Head<C> {
+  readonly attempt: Attempt;
+  /** The chunks read, the first content chunk last (unless the stream ended first). */
+  readonly chunks: C[];
+  /** The rest of the stream: the chunks read first, then the source (rule 21). */
+  readonly source: AsyncIterator<C>;
+}
+
+const noop = () => {};
+
+/**
+ * Opens `a`'s stream and reads it until its first content chunk (or its end): a hedge race
+ * is decided on it (rule 21). Nothing is shown to the consumer here, and no per-chunk hook
+ * but `isContent` and `note` runs; the winner's chunks are read again through the stream's
+ * own path. A head that fails, or is cut, closes its source.
+ */
+export async function readHead<C>(
+  a: Attempt,
+  open: OpenStream<C>,
+  isContent: (chunk: C) => boolean,
+  note: (chunk: C) => void,
+): Promise<Head<C>> {
+  const opening = Promise.resolve(a.run(open));
+  let it: AsyncIterator<C> | undefined;
+  try {
+    it = (await a.race(opening))[Symbol.asyncIterator]();
+    const chunks: C[] = [];
+    for (;;) {
+      const r = await a.race(it.next());
+      if (r.done) return { attempt: a, chunks, source: replaying(chunks, undefined) };
+      chunks.push(r.value);
+      note(r.value);
+      if (isContent(r.value)) return { attempt: a, chunks, source: replaying(chunks, it) };
+    }
+  } catch (error) {
+    if (it === undefined) opening.then((late) => close(late?.[Symbol.asyncIterator]?.()), noop);
+    else close(it);
+    throw error;
+  }
+}
+
+function close(it: AsyncIterator<unknown> | undefined): void {
+  if (it?.return)
+    Promise.resolve()
+      .then(() => it.return?.())
+      .catch(noop);
+}
+
+/** `chunks`, then what `rest` yields (nothing, for a stream that ended). */
+function replaying<C>(chunks: readonly C[], rest: AsyncIterator<C> | undefined): AsyncIterator<C> {
+  let i = 0;
+  return {
+    next: () =>
+      i < chunks.length
+        ? Promise.resolve({ done: false, value: chunks[i++]! })
+        : rest === undefined
+          ? Promise.resolve({ done: true, value: undefined })
+          : rest.next(),
+    return: (value?: unknown) =>
+      rest?.return === undefined
+        ? Promise.resolve({ done: true, value: undefined })
+        : rest.return(value),
+  };
+}
