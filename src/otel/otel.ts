@@ -94,7 +94,12 @@ function instruments(meter: Meter) {
     attempts: meter.createCounter("breakwater.attempts", {
       description: "Attempts sent, by outcome and failure kind",
     }),
-    retries: meter.createCounter("breakwater.retries", { description: "Attempts after the first" }),
+    retries: meter.createCounter("breakwater.retries", {
+      description: "Attempts after the first, hedges not counted",
+    }),
+    hedges: meter.createCounter("breakwater.hedges", {
+      description: "Hedges: attempts sent while an earlier one was still in flight",
+    }),
     perCall: meter.createHistogram("breakwater.call.attempts", {
       description: "Attempts per logical call",
     }),
@@ -211,7 +216,7 @@ function watchCall(
     }),
   };
   return {
-    attempt: (n) => watchAttempt(tracer, m, callContext, metricAttrs, n),
+    attempt: (n, hedge) => watchAttempt(tracer, m, callContext, metricAttrs, n, hedge === true),
     wait(ms, why, failure) {
       span.addEvent("breakwater.wait", {
         "breakwater.wait_ms": ms,
@@ -231,15 +236,21 @@ function watchAttempt(
   callContext: Context,
   metricAttrs: Attributes,
   n: number,
+  hedge: boolean,
 ): AttemptWatch {
   const started = performance.now();
+  const attributes: Attributes = {
+    "breakwater.attempt": n,
+    ...(hedge && { "breakwater.hedge": true }),
+  };
   const attempt = tracer.startSpan(
     `breakwater.attempt ${n}`,
-    { kind: SpanKind.INTERNAL, attributes: { "breakwater.attempt": n } },
+    { kind: SpanKind.INTERNAL, attributes },
     callContext,
   );
   const inAttempt = trace.setSpan(callContext, attempt);
-  if (n > 1) m.retries.add(1, metricAttrs);
+  if (hedge) m.hedges.add(1, metricAttrs);
+  else if (n > 1) m.retries.add(1, metricAttrs);
   return {
     run: (fn) => context.with(inAttempt, fn),
     firstContent() {
@@ -254,8 +265,11 @@ function watchAttempt(
         ...(record.responseModel !== undefined && {
           "gen_ai.response.model": record.responseModel,
         }),
+        ...(record.hedged !== undefined && { "breakwater.hedged": record.hedged }),
       });
-      if (record.outcome === "failed") attempt.setStatus({ code: SpanStatusCode.ERROR });
+      // A hedge race's loser did nothing wrong: it was cut because the other answered.
+      if (record.outcome === "failed" && record.hedged !== "lost")
+        attempt.setStatus({ code: SpanStatusCode.ERROR });
       attempt.end();
       m.attempts.add(1, {
         ...metricAttrs,

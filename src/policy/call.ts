@@ -329,7 +329,7 @@ export class Call implements AttemptOwner, GateRequest {
     if (!hedge) this.#attempt = a;
     const watch = this.#watch;
     if (watch !== undefined)
-      a.watch(runHook(this, "observe", () => watch.attempt(a.attempt), undefined));
+      a.watch(runHook(this, "observe", () => watch.attempt(a.attempt, hedge), undefined));
     return a;
   }
 
@@ -388,10 +388,13 @@ export class Call implements AttemptOwner, GateRequest {
     };
   }
 
-  /** `a` showed its first content (first, when `raced`): its time is learned, and it is
-   * the call's attempt from now on. */
-  won(a: Attempt, raced: boolean): void {
-    this.#hedging?.learn(this.#o.clock.now() - a.startedAt);
+  /** `a` showed its first content (first, when `raced`): it is the call's attempt from
+   * now on. What is learned is how long `first` (the attempt a hedge would race) went
+   * without content: its time to first content, or, cut by a hedge that won, the time
+   * it had waited (a lower bound). Learning the winner's time instead would learn the
+   * hedge's own speed, and each hedge would make the next come sooner. */
+  won(a: Attempt, raced: boolean, first: Attempt = a): void {
+    this.#hedging?.learn(this.#o.clock.now() - first.startedAt);
     this.#attempt = a;
     if (raced) a.raced = "won";
   }

@@ -78,7 +78,7 @@ class Race<T> {
     this.#winner = a;
     this.#disarm();
     const other = this.#other(a);
-    this.#call.won(a, other !== undefined);
+    this.#call.won(a, other !== undefined, this.#first);
     if (other === undefined || other.ended) return;
     this.#inFlight--;
     this.#call.lost(other, this.#ends.usageOf?.(other));

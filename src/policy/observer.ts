@@ -44,8 +44,8 @@ export interface AttemptWatch {
 /** One call, watched. Every method is called at most as the call goes; none may throw
  * (what throws is reported as a hook error and ignored). */
 export interface CallWatch {
-  /** Attempt `n` starts. */
-  attempt(n: number): AttemptWatch;
+  /** Attempt `n` starts; `hedge`: while an earlier one is still in flight (rule 21). */
+  attempt(n: number, hedge?: boolean): AttemptWatch;
   /** The call waits `ms` before the next attempt: the server's hint, or the backoff. */
   wait(ms: number, why: "retry-after" | "backoff", failure: Failure): void;
   /** The call ended. */

@@ -52,6 +52,24 @@ export class SimProvider implements SimProviderApi {
   }
 
   call(request: SimRequest, signal?: AbortSignal): Promise<Usage> {
+    const tail = this.#spec.queueTail;
+    if (tail === undefined) return this.#arrive(request, signal);
+    const wait = this.#queueWait(tail);
+    // Waiting at a replica before the provider takes it: a client that leaves meanwhile
+    // sends nothing more, and is billed nothing.
+    return this.#w.clock.sleep(wait, signal).then(() => this.#arrive(request, signal));
+  }
+
+  /** A request's wait before it starts: lognormal, and a slow replica's for some. */
+  #queueWait(t: NonNullable<ProviderSpec["queueTail"]>): number {
+    const r = this.#w.random;
+    // Box-Muller: a standard normal from two uniforms.
+    const z = Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+    const slow = r() < t.slowShare ? t.slowMs : 0;
+    return t.medianMs * Math.exp(t.sigma * z) + slow;
+  }
+
+  #arrive(request: SimRequest, signal: AbortSignal | undefined): Promise<Usage> {
     const now = this.#w.clock.now();
     this.#w.meter.arrival(now);
     const t = this.#w.trigger;
@@ -147,11 +165,10 @@ export class SimProvider implements SimProviderApi {
     this.#w.meter.inService(now, this.#inService, this.#queue.length - this.#queueHead);
     const s = this.#spec;
     const slow = this.#inTrigger(now) ? (this.#w.trigger.latencyFactor ?? 1) : 1;
-    const ms =
-      (s.ttftMs +
-        job.request.outputTokens * s.perOutputTokenMs +
-        job.request.inputTokens * s.perInputTokenMs) *
-      slow;
+    const ttft = (s.ttftMs + job.request.inputTokens * s.perInputTokenMs) * slow;
+    const ms = ttft + job.request.outputTokens * s.perOutputTokenMs * slow;
+    const first = job.request.onFirstToken;
+    if (first !== undefined) this.#w.clock.schedule(ttft, first);
     this.#w.clock.schedule(ms, () => this.#finish(job));
   }
 

@@ -16,6 +16,11 @@ export interface ProviderSpec {
   rejectLatencyMs: number;
   /** Retry-After (seconds) sent with rejections, if any. */
   retryAfterS?: number;
+  /** Where a request waits before it starts (a cold or busy replica's queue): a wait drawn
+   * from a lognormal (median `medianMs`, spread `sigma`), and for a share `slowShare` of
+   * requests `slowMs` more. Nothing is billed and no capacity is held while it waits; a
+   * request its client abandons there never starts. */
+  queueTail?: { medianMs: number; sigma: number; slowShare: number; slowMs: number };
 }
 
 /** The trouble: a window in which the provider fails a share of requests, slows down, or
@@ -215,6 +220,24 @@ export const SCENARIOS: Record<string, Scenario> = {
       rateLimit: { perWindow: 290, windowS: 10, usualPerWindow: 1200 },
     },
     users: { ...USERS, conversations: 120, modelCallsPerTurn: 2, subagentsPerTurn: 4 },
+    prices: PRICES,
+  },
+  "tail-latency": {
+    name: "tail-latency",
+    title: "No errors, but a long tail: a request waits at a replica, 3% of them 20 s",
+    source:
+      "the tail at scale (Dean and Barroso, CACM 2013): a share of requests meets a cold replica or a deep queue",
+    durationS: 240,
+    // Before it starts, each request waits at a replica: lognormal with a median of 150 ms
+    // and a p99 of 1.5 s (ten times the median), and 3% of them 20 s more (a cold replica).
+    // Time to first token is that wait and the prompt's 400 ms; a request cut while it
+    // waits is billed nothing. The "trigger" marks the minutes the metrics look at.
+    provider: {
+      ...PROVIDER,
+      queueTail: { medianMs: 150, sigma: 1, slowShare: 0.03, slowMs: 20_000 },
+    },
+    trigger: { startS: 60, endS: 180 },
+    users: USERS,
     prices: PRICES,
   },
   blip: {

@@ -284,15 +284,20 @@ const feeding = (ctx: StackContext, p: Policy) => (h: Record<string, string>) =>
   p.options.limiter?.observeHeaders(h, ctx.clock.now());
 
 /** A breakwater stack's client: every model call through `p`, in the turn's run (a
- * subagent's in a child of it), its answers' headers fed to the policy's limiter. */
+ * subagent's in a child of it), its answers' headers fed to the policy's limiter, its
+ * first token told to the attempt (a stream's first content, for a hedge race). */
 function oneLayer(ctx: StackContext, p: Policy): StackClient {
   const onHeaders = feeding(ctx, p);
   return {
     model: (request, { signal, turn, subagent }) =>
-      p.execute((a) => ctx.provider.call({ ...request, onHeaders }, a.signal), {
-        run: runOf(ctx, turn, subagent),
-        ...(signal && { signal }),
-      }),
+      p.execute(
+        (a) =>
+          ctx.provider.call({ ...request, onHeaders, onFirstToken: () => a.answering() }, a.signal),
+        {
+          run: runOf(ctx, turn, subagent),
+          ...(signal && { signal }),
+        },
+      ),
     tool: chargeTool(ctx),
   };
 }
@@ -306,6 +311,24 @@ export const breakwater: StormStack = {
   description: "the defaults: policy() and a deadline per turn",
   propagatesCancel: true,
   create: (ctx) => oneLayer(ctx, breakwaterPolicy(ctx)),
+};
+
+/** breakwater with hedged first tokens: the defaults and `hedge: true` (after the p95 of
+ * recent first-content times, at most 5% more requests, standing down under overload). */
+export const breakwaterHedge: StormStack = {
+  name: "breakwater+hedge",
+  description: "the defaults and hedge: true (p95 of first-token times, at most 5% more)",
+  propagatesCancel: true,
+  create: (ctx) =>
+    oneLayer(
+      ctx,
+      policy({
+        clock: ctx.clock,
+        random: ctx.random,
+        hedge: true,
+        ...(ctx.attemptTimeoutMs !== undefined && { attemptTimeoutMs: ctx.attemptTimeoutMs }),
+      }),
+    ),
 };
 
 /**
@@ -354,6 +377,7 @@ export const STACKS: readonly StormStack[] = [
   openaiAgents,
   litellmRouter,
   breakwater,
+  breakwaterHedge,
   langchainV1Fallback,
   aiRetryFallback,
   litellmRouterFallback,

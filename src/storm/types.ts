@@ -36,6 +36,8 @@ export interface SimRequest {
   readonly key?: number;
   /** Hears the headers of every answer, errors too (what a fetch layer sees). */
   readonly onHeaders?: (headers: Record<string, string>) => void;
+  /** Hears the answer's first token (a stream's first content). */
+  readonly onFirstToken?: () => void;
 }
 
 /** What a provider error looks like in the storm: an SDK-shaped HTTP error. */

@@ -132,6 +132,31 @@ describe("breakwater/otel with the real openai client on the fault server", () =
     expect(attempts[0]!.status.code).toBe(SpanStatusCode.ERROR);
   });
 
+  it("a hedge is an attempt span marked as one, with who won; counted as a hedge, not a retry", async () => {
+    fs.script({ rules: [{ requests: [1, 1], headersDelayMs: 5_000 }] });
+    const { ai } = client({ hedge: { afterMs: 100 } });
+    const before = await points();
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    const after = await points();
+    const attempts = byName("breakwater.attempt").sort(
+      (a, b) =>
+        Number(a.attributes["breakwater.attempt"]) - Number(b.attributes["breakwater.attempt"]),
+    );
+    expect(
+      attempts.map((a) => [
+        a.attributes["breakwater.attempt"],
+        a.attributes["breakwater.hedge"],
+        a.attributes["breakwater.hedged"],
+        a.status.code,
+      ]),
+    ).toEqual([
+      [1, undefined, "lost", SpanStatusCode.UNSET],
+      [2, true, "won", SpanStatusCode.UNSET],
+    ]);
+    expect(sum(after.get("breakwater.hedges")) - sum(before.get("breakwater.hedges"))).toBe(1);
+    expect(sum(after.get("breakwater.retries")) - sum(before.get("breakwater.retries"))).toBe(0);
+  });
+
   it("the metrics: attempts by outcome, retries, attempts per call, tokens", async () => {
     fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
     const { ai } = client();

@@ -27,6 +27,7 @@ const SCENARIOS = [
   "metastable",
   "rate-limit",
   "fan-out",
+  "tail-latency",
   "blip",
 ];
 
@@ -108,6 +109,26 @@ export function goalsFor(seeds: number[]) {
           1.25 * v.get("openai-sdk").userWaitS.p50 + slack,
         );
       }));
+
+    it("hedged first tokens, tail-latency: p99 user wait <= half the best peer's and half breakwater's, for <= 5% more requests and <= 3% more cost", () => {
+      const v = view(report.get("tail-latency")!);
+      const h = v.get("breakwater+hedge");
+      const bestP99 = Math.min(...PEERS.map((n) => v.get(n).userWaitS.p99));
+      expect(h.userWaitS.p99).toBeLessThanOrEqual(0.5 * bestP99);
+      expect(h.userWaitS.p99).toBeLessThanOrEqual(0.5 * v.bw.userWaitS.p99);
+      expect(h.providerRequests).toBeLessThanOrEqual(1.05 * v.bw.providerRequests);
+      expect(h.cost.billed).toBeLessThanOrEqual(1.03 * v.bw.cost.billed);
+    });
+
+    it("hedges stand down under trouble: outage-503, metastable, degradation answer within 1 point of breakwater's, requests per call within 3%", () => {
+      for (const name of ["outage-503", "metastable", "degradation"]) {
+        const v = view(report.get(name)!);
+        const h = v.get("breakwater+hedge");
+        const perCall = (r: StackResult) => r.providerRequests / r.logicalCalls;
+        expect(Math.abs(h.successRate - v.bw.successRate), name).toBeLessThanOrEqual(0.01);
+        expect(perCall(h), name).toBeLessThanOrEqual(1.03 * perCall(v.bw));
+      }
+    });
 
     it("no double charge; with a second provider, outage-503 and rate-limit answer >= 99%", () => {
       each((v, name) => expect(v.bw.duplicateSideEffects, name).toBe(0));
