@@ -77,6 +77,7 @@ export {
 } from "./core/errors.ts";
 export { type Failure, type FailureKind, isUpstreamKind } from "./core/failure.ts";
 export type { HeaderBag } from "./core/headers.ts";
+export type { HedgeOptions } from "./core/hedge.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
 export {
   type AcquireOptions,
