@@ -221,9 +221,12 @@ export class Attempt implements AbortWatcher {
     this.#answering = hear;
   }
 
-  /** Cuts the attempt for a reason of the call's own (a hedge race it lost). */
+  /** Cuts the attempt for a reason of the call's own (a hedge race it lost): its request
+   * is aborted now, not on the next turn of the loop, so its socket closes at once. */
   cancel(reason: unknown): void {
+    if (this.#state & ABORTED) return;
     this.#abort(reason);
+    this.#controller?.abort(reason);
   }
 
   /** (Re)arms the one timer: an attempt timeout, a deadline, or a stream's watchdog.

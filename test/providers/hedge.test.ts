@@ -1,6 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { AdaptiveAdmission } from "../../src/core/admission.ts";
 import type { Ledger } from "../../src/core/ledger.ts";
 import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
@@ -49,6 +49,17 @@ function lostAndWon(ledger: Ledger) {
 }
 
 describe("hedged first tokens through the real SDKs (fault server)", () => {
+  // One call of each kind first: what is measured below is the hedge, not a cold start.
+  beforeAll(async () => {
+    fs.script({});
+    const oa = openai(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test" }));
+    const an = anthropic(new Anthropic({ baseURL: fs.server.url, apiKey: "sk-ant-test" }));
+    for await (const _ of await oa.chat.completions.create({ model: "w", messages, stream: true }));
+    await oa.chat.completions.create({ model: "w", messages });
+    const s = await an.messages.create({ model: "w", max_tokens: 9, messages, stream: true });
+    for await (const _ of s);
+  });
+
   it("openai stream: the hedge's tokens reach the consumer; the stalled socket closes at once", async () => {
     stallFirst("openai");
     const { p, ledgers } = testPolicy(HEDGE);

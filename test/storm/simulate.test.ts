@@ -36,7 +36,10 @@ describe("the storm", () => {
     const calls = new Set(results.map((r) => r.logicalCalls));
     expect(calls.size).toBe(1);
     for (const r of results) {
-      expect(r.amplification).toBe(1);
+      // A hedge goes out for the slowest first tokens even when nothing is wrong: at most
+      // its budget's 5% more requests.
+      if (r.stack === "breakwater+hedge") expect(r.amplification).toBeLessThanOrEqual(1.05);
+      else expect(r.amplification).toBe(1);
       expect(r.successRate).toBe(1);
       expect(r.recoveryS).toBe(0);
     }
