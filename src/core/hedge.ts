@@ -67,7 +67,8 @@ export class Hedging {
     this.#sinceRead = 0;
     if (n < this.minSamples) return;
     const sorted = this.#times.slice(0, n).sort();
-    this.#learned = sorted[Math.min(n - 1, Math.floor(this.percentile * n))];
+    // The nearest rank: the smallest time at least `percentile` of the window is within.
+    this.#learned = sorted[Math.max(0, Math.ceil(this.percentile * n) - 1)];
   }
 
   /** How long a call waits for first content before it hedges; undefined: not yet known. */

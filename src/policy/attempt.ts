@@ -216,10 +216,15 @@ export class Attempt implements AbortWatcher {
     return this.#answered;
   }
 
-  /** Sets the one callback `answering` runs (a hedge race listening). */
+  /** Sets the one callback `answering` runs (a hedge race listening); an answer that
+   * began already is heard at once. */
   onAnswering(hear: (() => void) | undefined): void {
-    this.#answering = hear;
+    if (this.#answered) hear?.();
+    else this.#answering = hear;
   }
+
+  /** In a hedge race: `cancel` may cut it, so `race` always races. */
+  racing = false;
 
   /** Cuts the attempt for a reason of the call's own (a hedge race it lost): its request
    * is aborted now, not on the next turn of the loop, so its socket closes at once. */
@@ -286,7 +291,8 @@ export class Attempt implements AbortWatcher {
       p.catch(() => {});
       return Promise.reject(this.#reason);
     }
-    if (this.#cancelTimer === undefined && this.#owner.signal === undefined) return p; // nothing can abort it
+    if (this.#cancelTimer === undefined && this.#owner.signal === undefined && !this.racing)
+      return p; // nothing can abort it
     return new Promise<T>((resolve, reject) => {
       this.#rejectRace = reject;
       p.then(resolve, reject);

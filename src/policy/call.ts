@@ -355,9 +355,10 @@ export class Call implements AttemptOwner, GateRequest {
     const o = this.#o;
     const now = o.clock.now();
     if (h === undefined || this.signal?.aborted || now >= this.deadline.at) return undefined;
+    if (this.#n >= this.#rules.maxAttempts) return undefined; // a hedge is an attempt
     if (this.#limits?.refuseAttempt(now) !== undefined || !o.gates.calm(this)) return undefined;
     if (!h.take()) return undefined;
-    const grants = o.gates.tryEnter(this);
+    const grants = o.gates.grantNow(this);
     if (grants === undefined) {
       h.giveBack();
       return undefined;
@@ -371,6 +372,7 @@ export class Call implements AttemptOwner, GateRequest {
     if (refused !== undefined || vetoed) {
       if (vetoed) o.gates.refund(this);
       endGrants(grants, UNSENT, 0, this);
+      h.giveBack();
       return undefined;
     }
     return this.#start(grants, now, true);
@@ -397,6 +399,15 @@ export class Call implements AttemptOwner, GateRequest {
     this.#hedging?.learn(this.#o.clock.now() - first.startedAt);
     this.#attempt = a;
     if (raced) a.raced = "won";
+  }
+
+  /** A race's attempt the call no longer waits for (its stream's consumer left): cut,
+   * its grants ended with no verdict, not booked (as `abandon`). */
+  drop(a: Attempt): void {
+    if (a.ended) return;
+    a.raced = "lost";
+    a.cancel(new BreakwaterError("cancelled", { cause: "the stream's consumer left" }));
+    a.end(LEFT);
   }
 
   /** The other attempt of a race failed first: the call goes on with `a`. */

@@ -101,6 +101,7 @@ function loop<T>(
   };
   const send = (a: Attempt): Promise<T> => {
     const delay = call.hedgeDelay(a);
+    if (delay !== undefined) a.racing = true;
     const p = run(a);
     const raced = delay === undefined ? p : hedged(call, a, p, run, delay);
     return settleAttempt(call, raced, readUsage, output, attempt);

@@ -267,6 +267,23 @@ export class Gates {
     return grants;
   }
 
+  /** Every gate's grant at once, or undefined (nothing held) when one would refuse it or
+   * have it wait: what a hedge asks (rule 21), which never waits. Unlike `tryEnter`, a
+   * gate that can only `enter` is asked that way (the breaker: at once, or a refusal). */
+  grantNow(req: GateRequest): readonly Grant[] | undefined {
+    if (this.fixed !== undefined) return this.fixed;
+    const grants: Grant[] = [];
+    for (const g of this.list) {
+      const grant = g.always ?? (g.tryEnter ? g.tryEnter(req) : enteredNow(g, req));
+      if (grant === undefined) {
+        for (const held of grants) held.end({ how: "unsent" }, 0, req.reporter);
+        return undefined;
+      }
+      grants.push(grant);
+    }
+    return grants;
+  }
+
   /** Asks every gate to admit a retry (rule 1): the first refusal, after the gates that
    * admitted it were refunded; undefined when all admit it. */
   admit(f: Failure, r: Reporter): Refusal | undefined {
@@ -290,6 +307,24 @@ export class Gates {
   refund(r: Reporter): void {
     for (const g of this.list) g.refund?.(r);
   }
+}
+
+/** A gate's grant if `enter` gives one at once; a refusal or a wait is none (a wait that
+ * was begun is let go when it ends). */
+function enteredNow(g: Gate, req: GateRequest): Grant | undefined {
+  let got: Grant | Promise<Grant>;
+  try {
+    got = g.enter(req);
+  } catch (e) {
+    if (isA(e, Refusal)) return undefined;
+    throw e;
+  }
+  if (!(got instanceof Promise)) return got;
+  got.then(
+    (late) => late.end({ how: "unsent" }, 0, req.reporter),
+    () => {},
+  );
+  return undefined;
 }
 
 /** The gates of a policy with these parts. */

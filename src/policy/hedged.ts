@@ -17,19 +17,21 @@ export function hedged<T>(
   firstDone: Promise<T>,
   start: (a: Attempt) => Promise<T>,
   delayMs: number,
-  usageOf?: (a: Attempt) => Partial<Usage> | undefined,
+  more: Pick<Ends<T>, "usageOf" | "discard"> = {},
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const race = new Race(call, first, start, { resolve, reject, usageOf });
+    const race = new Race(call, first, start, { resolve, reject, ...more });
     race.follow(first, firstDone).arm(delayMs);
   });
 }
 
-/** Where a race's outcome goes, and what a loser is known to have spent. */
-interface Ends<T> {
+/** Where a race's outcome goes, what a loser is known to have spent, and what to do with
+ * a value that came too late to count (a stream's head: close it). */
+export interface Ends<T> {
   resolve(value: T): void;
   reject(error: unknown): void;
-  usageOf: ((a: Attempt) => Partial<Usage> | undefined) | undefined;
+  usageOf?: ((a: Attempt) => Partial<Usage> | undefined) | undefined;
+  discard?: ((value: T) => void) | undefined;
 }
 
 class Race<T> {
@@ -65,8 +67,15 @@ class Race<T> {
   #fire(): void {
     this.#cancel = undefined;
     if (this.#winner !== undefined || this.#first.ended) return;
-    const h = this.#call.hedge();
+    let h: Attempt | undefined;
+    try {
+      h = this.#call.hedge();
+    } catch (error) {
+      this.#call.report("hedge", error); // a timer's callback must not throw
+      return;
+    }
     if (h === undefined) return;
+    h.racing = true;
     this.#second = h;
     this.#inFlight++;
     this.follow(h, this.#start(h));
@@ -94,6 +103,7 @@ class Race<T> {
       (value) => {
         this.#decide(a);
         if (this.#winner === a) this.#ends.resolve(value);
+        else this.#ends.discard?.(value);
       },
       (error: unknown) => this.#failed(a, error),
     );
@@ -101,7 +111,16 @@ class Race<T> {
   }
 
   #failed(a: Attempt, error: unknown): void {
-    if (a.raced === "lost") return; // cut by the race: booked already
+    if (a.raced === "lost") {
+      // Cut by the race (booked already), or every attempt dropped (a consumer who left):
+      // then the race is over, with nothing won.
+      const allLost = this.#first.raced === "lost" && (this.#second?.raced ?? "lost") === "lost";
+      if (this.#winner === undefined && allLost) {
+        this.#disarm();
+        this.#ends.reject(error);
+      }
+      return;
+    }
     if (this.#winner === a || this.#inFlight === 1) {
       this.#disarm();
       if (this.#winner === undefined) this.#call.goOn(a);

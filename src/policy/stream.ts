@@ -141,6 +141,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #finished = false;
   /** Its grip is registered for the case it is collected unread. */
   #registered = false;
+  /** The attempts of a hedge race under way, by their readings. */
+  #racing: Map<Attempt, Reading<C>> | undefined;
   /** The slow path is driving the stream (opening, reading, deciding). */
   #driving = false;
   /** A failure settled while nobody was reading, for the next read to act on. */
@@ -410,6 +412,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
    */
   async #startHedged(first: Attempt, delayMs: number): Promise<void> {
     const readings = new Map<Attempt, Reading<C>>();
+    this.#racing = readings;
+    first.racing = true;
     const head = (a: Attempt) => {
       const r = new Reading<C>(a);
       readings.set(a, r);
@@ -420,16 +424,24 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       };
       return readHead(a, this.#open, isContent, note);
     };
-    const usageOf = (a: Attempt) => readings.get(a)?.usage;
+    const more = {
+      usageOf: (a: Attempt) => readings.get(a)?.usage,
+      discard: (late: Head<C>) => closeIterator(late.source),
+    };
     let won: Head<C>;
     try {
-      won = await hedged(this.#call, first, head(first), head, delayMs, usageOf);
+      won = await hedged(this.#call, first, head(first), head, delayMs, more);
     } catch (error) {
+      this.#racing = undefined;
+      if (this.#finished) return;
       const a = this.#call.current!;
       this.#reading(a, readings.get(a));
       await this.#attemptFailed(error);
       return;
     }
+    this.#racing = undefined;
+    // The consumer left during the race: what it won goes with it.
+    if (this.#finished) return closeIterator(won.source);
     const r = this.#reading(won.attempt, readings.get(won.attempt));
     r.source = won.source;
     this.#grip.source = won.source;
@@ -555,6 +567,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     if (this.#finished) return;
     this.#finished = true;
     this.#leaving?.abort();
+    // A hedge race under way: each of its attempts is cut, and its head closes its source.
+    if (this.#racing !== undefined) for (const a of this.#racing.keys()) this.#call.drop(a);
     this.#call.abandon(); // what an attempt still open holds; a no-op once it ended
     this.#released();
     closeIterator(this.#r?.source);

@@ -6,6 +6,7 @@ import { VirtualClock } from "../../src/core/clock.ts";
 import { ledgerOf } from "../../src/core/errors.ts";
 import { Hedging } from "../../src/core/hedge.ts";
 import type { Ledger } from "../../src/core/ledger.ts";
+import { RateLimiter } from "../../src/core/limiter.ts";
 import { ConfigError } from "../../src/core/validate.ts";
 import type { AttemptContext } from "../../src/policy/call.ts";
 import type { PolicyOptions } from "../../src/policy/options.ts";
@@ -216,8 +217,8 @@ describe("hedged first tokens (rule 21), execute", () => {
     expect(sent).toBe(20); // no delay known yet: no hedge
     const slow = timed(clock, [5_000, 10]);
     await drive(clock, p.execute(slow.op));
-    // 20 samples of 40..135 ms: the 95th percentile is 135 ms.
-    expect(slow.seen.map((s) => s.at - slow.seen[0]!.at)).toEqual([0, 135]);
+    // 20 samples of 40..135 ms: the 95th percentile (nearest rank, the 19th) is 130 ms.
+    expect(slow.seen.map((s) => s.at - slow.seen[0]!.at)).toEqual([0, 130]);
   });
 
   it("validates its options, naming the one that is wrong", async () => {
@@ -264,7 +265,7 @@ describe("Hedging (core)", () => {
     for (let i = 1; i <= 9; i++) h.learn(i);
     expect(h.delayMs).toBeUndefined();
     h.learn(10);
-    expect(h.delayMs).toBe(10);
+    expect(h.delayMs).toBe(9); // the nearest rank: 9 of the 10 are within it
     for (let i = 0; i < 512; i++) h.learn(1_000);
     expect(h.delayMs).toBe(1_000);
   });
@@ -395,5 +396,69 @@ describe("hedged first tokens (rule 21), streams", () => {
       ["failed", 502],
       ["ok", undefined],
     ]);
+  });
+});
+
+describe("hedged first tokens (rule 21): every way out releases what it held", () => {
+  it("a closed breaker lets the hedge through (the breaker is asked at once, not queued)", async () => {
+    const clock = new VirtualClock();
+    const breaker = new CircuitBreaker({ clock, consecutiveFailures: 5 });
+    const p = base(clock, { hedge: { afterMs: 100 }, breaker });
+    const { seen, op } = timed(clock, [1_000, 10]);
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "answer 2" });
+    expect(seen).toHaveLength(2);
+    expect(breaker.state).toBe("closed");
+  });
+
+  it("a consumer that leaves a stream during the race: both attempts cut, both sources closed, no slot held", async () => {
+    const clock = new VirtualClock();
+    const limiter = new RateLimiter({ clock, maxConcurrent: 10 });
+    const p = base(clock, { hedge: { afterMs: 100 }, limiter });
+    const { seen, open } = streaming(clock, [[[1_000, "one"]], [[1_000, "two"]]]);
+    const s = p.stream(open);
+    const first = s.next();
+    await clock.advance(150); // the hedge went at 100
+    expect(seen).toHaveLength(2);
+    await s.return();
+    await drive(
+      clock,
+      first.catch(() => undefined),
+    );
+    await new Promise((r) => setImmediate(r));
+    expect(seen.map((a) => a.closedAt)).toEqual([150, 150]);
+    expect(limiter.inFlight).toBe(0);
+    expect(clock.pending).toBe(0);
+  });
+
+  it("heads that show content in the same tick: the loser's source is closed too", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    const { seen, open } = streaming(clock, [[[200, "one"]], [[100, "two"]]]);
+    const { out } = await readAll(clock, p.stream(open));
+    expect(out).toHaveLength(1);
+    await new Promise((r) => setImmediate(r));
+    expect(seen.every((a) => a.closedAt === 200)).toBe(true);
+  });
+
+  it("a vetoed hedge gives its budget back: the next slow call hedges", async () => {
+    const clock = new VirtualClock();
+    let vetoes = 1;
+    const p = base(clock, {
+      hedge: { afterMs: 100, maxExtraRatio: 0.001 },
+      onRetry: () => (vetoes-- > 0 ? false : undefined),
+    });
+    const one = timed(clock, [500]);
+    await drive(clock, p.execute(one.op));
+    expect(one.seen).toHaveLength(1); // vetoed
+    const two = timed(clock, [500, 10]);
+    expect(await drive(clock, p.execute(two.op))).toEqual({ ok: true, value: "answer 2" });
+  });
+
+  it("a hedge is an attempt: none when the call has no attempt left (maxAttempts)", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100 } });
+    const { seen, op } = timed(clock, [500, 10]);
+    await drive(clock, p.execute(op, { maxAttempts: 1 }));
+    expect(seen).toHaveLength(1);
   });
 });
