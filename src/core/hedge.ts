@@ -1,3 +1,5 @@
+import { isOverload } from "./concurrency.ts";
+import type { Failure } from "./failure.ts";
 import { opt, parseOptions, type Validator } from "./validate.ts";
 
 /** Options of hedged first tokens (docs/architecture.md, rule 21). */
@@ -21,6 +23,9 @@ const SPEC = {
   maxExtraRatio: opt.num({ min: 0.001, max: 1, default: 0.05 }),
   minSamples: opt.int({ min: 1, max: 1024, default: 20 }),
 } satisfies Record<keyof HedgeOptions, unknown>;
+
+/** After the upstream last showed overload, hedges wait this long before they go again. */
+export const HEDGE_QUIET_MS = 30_000;
 
 /** The recent first-content times a learned delay is read from. */
 const WINDOW = 256;
@@ -74,6 +79,19 @@ export class Hedging {
   /** How long a call waits for first content before it hedges; undefined: not yet known. */
   get delayMs(): number | undefined {
     return this.afterMs ?? this.#learned;
+  }
+
+  #troubleAt = Number.NEGATIVE_INFINITY;
+
+  /** An attempt failed: an overload (503, 529, an attempt our timer cut) or a rate limit
+   * stands hedges down for HEDGE_QUIET_MS (a hedge must never make trouble worse). */
+  heard(f: Failure, now: number): void {
+    if (isOverload(f) || f.kind === "rate_limited") this.#troubleAt = now;
+  }
+
+  /** No overload or rate limit heard for HEDGE_QUIET_MS. */
+  calm(now: number): boolean {
+    return now - this.#troubleAt >= HEDGE_QUIET_MS;
   }
 
   /** A call started: it deposits its share of a hedge. */

@@ -356,7 +356,8 @@ export class Call implements AttemptOwner, GateRequest {
     const now = o.clock.now();
     if (h === undefined || this.signal?.aborted || now >= this.deadline.at) return undefined;
     if (this.#n >= this.#rules.maxAttempts) return undefined; // a hedge is an attempt
-    if (this.#limits?.refuseAttempt(now) !== undefined || !o.gates.calm(this)) return undefined;
+    if (this.#limits?.refuseAttempt(now) !== undefined || !h.calm(now) || !o.gates.calm(this))
+      return undefined;
     if (!h.take()) return undefined;
     const grants = o.gates.grantNow(this);
     if (grants === undefined) {
@@ -608,6 +609,7 @@ export class Call implements AttemptOwner, GateRequest {
    * nobody reads is settled at once. */
   settle(error: unknown, more: FailOptions = {}, a: Attempt | undefined = this.#attempt): Failure {
     const f = more.failure ?? this.classify(error, a);
+    this.#o.hedge?.heard(f, this.#o.clock.now());
     this.#lastError = error;
     this.#lastFailure = f;
     const usage = more.usage;

@@ -462,3 +462,17 @@ describe("hedged first tokens (rule 21): every way out releases what it held", (
     expect(seen).toHaveLength(1);
   });
 });
+
+describe("hedged first tokens (rule 21): the upstream's own overload stands hedges down", () => {
+  it("after a 503, 529 or 429, no hedge for 30 s; then they go again", async () => {
+    const clock = new VirtualClock();
+    const p = base(clock, { hedge: { afterMs: 100, maxExtraRatio: 1 }, budget: false });
+    await drive(clock, p.execute(timed(clock, [httpError(529), 10]).op));
+    const during = timed(clock, [500, 10]);
+    await drive(clock, p.execute(during.op));
+    expect(during.seen).toHaveLength(1);
+    await clock.advance(30_000);
+    const after = timed(clock, [500, 10]);
+    expect(await drive(clock, p.execute(after.op))).toEqual({ ok: true, value: "answer 2" });
+  });
+});
