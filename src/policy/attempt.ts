@@ -211,11 +211,6 @@ export class Attempt implements AbortWatcher {
     hear?.();
   }
 
-  /** Whether the answer began (`answering`). */
-  get answered(): boolean {
-    return this.#answered;
-  }
-
   /** Sets the one callback `answering` runs (a hedge race listening); an answer that
    * began already is heard at once. */
   onAnswering(hear: (() => void) | undefined): void {

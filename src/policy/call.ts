@@ -359,7 +359,7 @@ export class Call implements AttemptOwner, GateRequest {
     if (this.#limits?.refuseAttempt(now) !== undefined || !h.calm(now) || !o.gates.calm(this))
       return undefined;
     if (!h.take()) return undefined;
-    const grants = o.gates.grantNow(this);
+    const grants = o.gates.tryEnter(this);
     if (grants === undefined) {
       h.giveBack();
       return undefined;

@@ -252,25 +252,10 @@ export class Gates {
   }
 
   /** Every gate's grant at once, or undefined (and nothing held) when one would have the
-   * attempt wait or refuse it. */
+   * attempt wait or refuse it: what the lean path asks (its gates are all `quick`), and a
+   * hedge (rule 21), which never waits; a gate that can only `enter` is asked that way
+   * (the breaker: at once, or a refusal). */
   tryEnter(req: GateRequest): readonly Grant[] | undefined {
-    if (this.fixed !== undefined) return this.fixed;
-    const grants: Grant[] = [];
-    for (const g of this.list) {
-      const grant = g.always ?? g.tryEnter!(req);
-      if (grant === undefined) {
-        for (const held of grants) held.end({ how: "unsent" }, 0, req.reporter);
-        return undefined;
-      }
-      grants.push(grant);
-    }
-    return grants;
-  }
-
-  /** Every gate's grant at once, or undefined (nothing held) when one would refuse it or
-   * have it wait: what a hedge asks (rule 21), which never waits. Unlike `tryEnter`, a
-   * gate that can only `enter` is asked that way (the breaker: at once, or a refusal). */
-  grantNow(req: GateRequest): readonly Grant[] | undefined {
     if (this.fixed !== undefined) return this.fixed;
     const grants: Grant[] = [];
     for (const g of this.list) {

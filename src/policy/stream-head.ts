@@ -37,17 +37,24 @@ export async function readHead<C>(
       if (isContent(r.value)) return { attempt: a, chunks, source: replaying(chunks, it) };
     }
   } catch (error) {
-    if (it === undefined) opening.then((late) => close(late?.[Symbol.asyncIterator]?.()), noop);
-    else close(it);
+    if (it === undefined) closeLate(opening);
+    else closeIterator(it);
     throw error;
   }
 }
 
-function close(it: AsyncIterator<unknown> | undefined): void {
+/** Closes a stream's source. Closing an SDK stream aborts its HTTP request. Never wait on
+ * it: a hung source must not hold the consumer. */
+export function closeIterator(it: AsyncIterator<unknown> | undefined): void {
   if (it?.return)
     Promise.resolve()
       .then(() => it.return?.())
       .catch(noop);
+}
+
+/** Closes the source an opening given up on yields, if it ever does. */
+export function closeLate(opening: Promise<AsyncIterable<unknown>>): void {
+  opening.then((late) => closeIterator(late?.[Symbol.asyncIterator]?.()), noop);
 }
 
 /** `chunks`, then what `rest` yields (nothing, for a stream that ended). */

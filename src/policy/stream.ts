@@ -11,7 +11,7 @@ import { Call, type FailOptions } from "./call.ts";
 import { hedged } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { type Head, readHead } from "./stream-head.ts";
+import { closeIterator, closeLate, type Head, readHead } from "./stream-head.ts";
 import {
   type OpenStream,
   type ResolvedStream,
@@ -71,15 +71,6 @@ interface Settled {
   readonly f: Failure;
   readonly error: unknown;
   readonly more: FailOptions;
-}
-
-function closeIterator(it: AsyncIterator<unknown> | undefined): void {
-  // Closing an SDK stream aborts its HTTP request. Never wait on it: a hung source must
-  // not hold the consumer.
-  if (it?.return)
-    Promise.resolve()
-      .then(() => it.return?.())
-      .catch(noop);
 }
 
 /** One attempt's stream: its source and what it read. Each attempt gets a new one, so
@@ -387,7 +378,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       r.source = iterable[Symbol.asyncIterator]();
       this.#grip.source = r.source;
     } catch (error) {
-      opening.then((late) => closeIterator(late?.[Symbol.asyncIterator]?.()), noop);
+      closeLate(opening);
       await this.#attemptFailed(error);
     }
   }
