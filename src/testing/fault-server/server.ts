@@ -328,7 +328,7 @@ class FaultServerImpl {
     res.end(text);
   }
 
-  #match(r: Request, now: number): FaultRule | undefined {
+  #match(r: Request, now: number, arrival: Arrival): FaultRule | undefined {
     const index = this.#counts.get(r.route) ?? 0;
     const elapsed = now - this.#scriptAt;
     const rules = this.#script.rules;
@@ -342,6 +342,7 @@ class FaultServerImpl {
       if (rule.times !== undefined && this.#uses[i]! >= rule.times) continue;
       if (rule.probability !== undefined && this.#random() >= rule.probability) continue;
       this.#uses[i]!++;
+      if (arrival !== undefined) arrival.rule = i;
       return rule;
     }
     return undefined;
@@ -407,7 +408,7 @@ class FaultServerImpl {
     stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
     res.on("close", () => this.#stats.inFlight--);
     const signal = requestSignal(res, this.#closing.signal);
-    const rule = this.#ruleFor(r, now);
+    const rule = this.#ruleFor(r, now, arrival);
     try {
       if (rule.reset) {
         settle(stats, arrival, "reset");
@@ -430,8 +431,8 @@ class FaultServerImpl {
 
   /** The rule that shapes the answer; the scripted agent's model decides what its turn
    * says (the rules still fault it). */
-  #ruleFor(r: Request, now: number): FaultRule {
-    const matched = this.#match(r, now) ?? {};
+  #ruleFor(r: Request, now: number, arrival: Arrival): FaultRule {
+    const matched = this.#match(r, now, arrival) ?? {};
     const agent = this.#script.agent;
     return agent !== undefined && r.dialect === DIALECTS.openai
       ? { ...matched, ...agentTurn(agent, r.body) }

@@ -8,6 +8,8 @@ export interface Arrival {
   model?: string;
   tool?: string;
   outcome?: string;
+  /** The index of the script's rule that shaped it; absent for a healthy answer. */
+  rule?: number;
   /** Tokens billed for it (input once generation began, output as sent). */
   billed?: number;
   /** When its connection closed (answered, cut, or dropped by the client), ms since the
