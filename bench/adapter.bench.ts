@@ -109,4 +109,30 @@ export async function benchAdapter(): Promise<void> {
     await measure(calls, 2_000, 9),
     "openai create, SDK alone",
   );
+  // An agent's later turns: the request carries the conversation so far (200 messages,
+  // about 60 kB), which the SDK serializes; the fetch layer must not read it again.
+  const long = Array.from({ length: 200 }, (_, i) => ({
+    role: i % 2 === 0 ? ("user" as const) : ("assistant" as const),
+    content: `${"lorem ipsum dolor sit amet ".repeat(10)}${i}`,
+  }));
+  const longCall = (c: OpenAI) => c.chat.completions.create({ model: "m", messages: long });
+  report(
+    "openai chat create with a 60 kB conversation, per call (no network)",
+    await measure(
+      [
+        { name: "long create, SDK alone", run: repeat(() => longCall(raw)) },
+        { name: "long create, withBreakwater", run: repeat(() => longCall(wrapped)) },
+      ],
+      300,
+      9,
+    ),
+    "long create, SDK alone",
+  );
 }
+
+/** `op` n times, one after another. */
+const repeat =
+  (op: () => Promise<unknown>) =>
+  async (n: number): Promise<void> => {
+    for (let k = 0; k < n; k++) await op();
+  };

@@ -137,42 +137,50 @@ export function checkRequest(
  * every call is answered before the conversation goes on. */
 export function chatTranscript(_url: string, body: Obj): string | undefined {
   const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
-  let open = new Set<string>();
-  for (const [i, m] of messages.entries()) {
+  // The tool calls the last assistant turn made and no tool message has answered yet. Made
+  // only for a turn with tool calls: a long conversation is read on every request.
+  let open: Set<unknown> | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
     if (!isObj(m)) continue;
     if (m.role === "tool") {
-      if (!open.delete(m.tool_call_id))
+      if (!open?.delete(m.tool_call_id))
         return `messages[${i}] answers tool call ${JSON.stringify(m.tool_call_id)}, which no earlier assistant message made`;
       continue;
     }
-    if (open.size > 0)
+    if (open !== undefined && open.size > 0)
       return `messages[${i}] comes before tool call ${JSON.stringify([...open][0])} was answered`;
-    open = new Set(
-      m.role === "assistant" && Array.isArray(m.tool_calls)
-        ? m.tool_calls.map((c: Obj) => c?.id)
-        : [],
-    );
+    const calls = m.role === "assistant" ? m.tool_calls : undefined;
+    open =
+      Array.isArray(calls) && calls.length > 0 ? new Set(calls.map((c: Obj) => c?.id)) : undefined;
   }
   return undefined;
 }
 
-/** Anthropic: every `tool_result` answers a `tool_use` of the assistant turn just before, and
- * every `tool_use` is answered in the user turn that follows. */
+/** The blocks of a message's content of one type (none when the content is text). */
+function blocksOf(m: Obj, type: string): Obj[] | undefined {
+  if (!Array.isArray(m.content)) return undefined;
+  let found: Obj[] | undefined;
+  for (const b of m.content) if (isObj(b) && b.type === type) (found ??= []).push(b);
+  return found;
+}
+
 export function anthropicTranscript(_url: string, body: Obj): string | undefined {
   const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
-  let open = new Set<string>();
-  for (const [i, m] of messages.entries()) {
+  let open: Set<unknown> | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
     if (!isObj(m)) continue;
-    const blocks: Obj[] = Array.isArray(m.content) ? m.content.filter(isObj) : [];
     if (m.role === "user") {
-      for (const b of blocks.filter((b) => b.type === "tool_result"))
-        if (!open.delete(b.tool_use_id))
+      for (const b of blocksOf(m, "tool_result") ?? [])
+        if (!open?.delete(b.tool_use_id))
           return `messages[${i}] has a tool_result for ${JSON.stringify(b.tool_use_id)}, which the assistant turn before did not call`;
-      if (open.size > 0)
+      if (open !== undefined && open.size > 0)
         return `messages[${i}] leaves tool_use ${JSON.stringify([...open][0])} without its tool_result`;
       continue;
     }
-    open = new Set(blocks.filter((b) => b.type === "tool_use").map((b) => b.id));
+    const uses = blocksOf(m, "tool_use");
+    open = uses === undefined ? undefined : new Set(uses.map((b) => b.id));
   }
   return undefined;
 }

@@ -47,7 +47,9 @@ import {
 import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
-import { currentAttempt, gaveUp, seenAs } from "./scope.ts";
+import { saysStream, withKeys } from "./json-text.ts";
+import { ReadResponse } from "./read-response.ts";
+import { currentAttempt, gaveUp, sdkBody, seenAs } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -239,15 +241,14 @@ function replayable(body: unknown): boolean {
   );
 }
 
-const STREAM_FLAG = /"stream"\s*:\s*true/;
-
 /** @internal A request as each attempt sends it. */
 export interface Outgoing {
   readonly url: string;
   readonly method: string;
   readonly init: RequestInit & { [CALL]?: PerCall };
   readonly stream: boolean;
-  /** The body, parsed (once) when the checks, the rate limiter or a stream need it. */
+  /** The body as JSON: the object the SDK made it from, else parsed (once) when the checks,
+   * the rate limiter or a stream need it. Read, never changed. */
   readonly json: unknown;
 }
 
@@ -262,13 +263,18 @@ function outgoing(
   let body = init.body;
   let stream = /[?&]alt=sse(?:&|$)/.test(url);
   let json: unknown;
-  // Only a body that says `"stream": true` is prepared; the rest go as sent.
-  if (typeof body === "string" && body.startsWith("{") && STREAM_FLAG.test(body)) {
-    json = safeJson(body);
+  if (typeof body === "string" && body.startsWith("{")) {
+    const given = sdkBody();
+    // Only a body that says `"stream": true` is prepared; the rest go as sent.
+    const streams = given !== undefined ? given.stream === true : saysStream(body);
+    json = given ?? (streams || parse ? safeJson(body) : undefined);
     const parsed = json as Record<string, unknown> | undefined;
-    stream ||= parsed?.stream === true;
-    const prepared = parsed && dialect?.prepare?.(url, parsed);
-    if (prepared !== undefined) body = JSON.stringify(prepared);
+    stream ||= streams && parsed?.stream === true;
+    const prepared = stream && parsed !== undefined ? dialect?.prepare?.(url, parsed) : undefined;
+    if (prepared !== undefined) {
+      body = withKeys(body, parsed!, prepared);
+      json = prepared;
+    }
   } else if (parse && typeof body === "string") json = safeJson(body);
   const method = (init.method ?? "GET").toUpperCase();
   return { url, method, init: { ...init, body }, stream, json };
@@ -475,8 +481,6 @@ function labels(d: Dialect | undefined, req: Outgoing): Partial<CallOptions> {
   };
 }
 
-const MAX_USAGE_BODY = 1 << 20;
-
 /** Records a call's answer in its run's journal. */
 type Recorder = (answer: unknown) => Promise<void>;
 
@@ -500,12 +504,13 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
         last = res.headers;
         if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
           return { res };
-        // Read inside the attempt: a body cut short is retried.
-        const bytes = new Uint8Array(await res.arrayBuffer());
-        const json = bytes.length <= MAX_USAGE_BODY ? safeJson(decoder.decode(bytes)) : undefined;
+        // Read inside the attempt: a body cut short is retried. The SDK is handed the value
+        // parsed here (it would parse the same text).
+        const text = await res.text();
+        const json = safeJson(text);
         const model = answeringModel(dialect, json);
         if (model !== undefined) ctx.answeredBy(model);
-        return { res: new ReadResponse(bytes, res, json), usage: dialect.usage?.(json), json };
+        return { res: new ReadResponse(text, res, json), usage: dialect.usage?.(json), json };
       },
       {
         ...c.callOptions,
@@ -527,27 +532,6 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
     throw error;
   }
 }
-
-/** A JSON answer already read and parsed for its usage: the SDK's `json()` gets the parsed
- * value instead of parsing the same text again, and the answer's own headers (not a copy:
- * copying them is most of what rebuilding a Response costs). */
-class ReadResponse extends Response {
-  readonly #json: unknown;
-  readonly #headers: Headers;
-  constructor(bytes: Uint8Array, from: Response, json: unknown) {
-    super(bytes as Uint8Array<ArrayBuffer>, { status: from.status, statusText: from.statusText });
-    this.#json = json;
-    this.#headers = from.headers;
-  }
-  override get headers(): Headers {
-    return this.#headers;
-  }
-  override json(): Promise<any> {
-    return this.#json === undefined || this.bodyUsed ? super.json() : Promise.resolve(this.#json);
-  }
-}
-
-const decoder = new TextDecoder();
 
 function safeJson(text: string): unknown {
   try {

@@ -7,6 +7,8 @@ import { tagError } from "../internal.ts";
 interface Scope {
   gaveUp: unknown;
   seen: ((error: unknown) => void)[] | undefined;
+  /** The request body as the SDK was handed it, before it made JSON of it. */
+  body: Record<string, unknown> | undefined;
 }
 
 /** A promise of the error the SDK method now running will reject with (undefined when it
@@ -52,7 +54,7 @@ function carry(scope: Scope, error: unknown): void {
  * promise is left as it is.
  */
 export function scoped<T>(call: () => T): T {
-  const scope: Scope = { gaveUp: undefined, seen: undefined };
+  const scope: Scope = { gaveUp: undefined, seen: undefined, body: undefined };
   const result = scopes.run(scope, call);
   if (!(result instanceof Promise)) return result;
   return result.then(
@@ -84,12 +86,47 @@ export function scopedClient<C>(client: C): C {
   const makeRequest = c.makeRequest;
   const withOptions = c.withOptions;
   c.makeRequest = function (this: Stainless, ...args: unknown[]) {
-    return scoped(() => makeRequest.apply(this, args));
+    return scoped(() => {
+      noteBody(args[0]);
+      return makeRequest.apply(this, args);
+    });
   };
   c.withOptions = function (this: Stainless, options: unknown) {
     return scopedClient(withOptions.call(this, options));
   };
   return client;
+}
+
+/** A plain object: what the Stainless SDKs send as `JSON.stringify` of it. */
+function plain(x: unknown): x is Record<string, unknown> {
+  if (x === null || typeof x !== "object") return false;
+  const proto = Object.getPrototypeOf(x);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Keeps the request's body object, as `makeRequest` is handed it (its options, or a
+ * promise of them, resolved before the SDK reads them: this reaction runs first). */
+function noteBody(input: unknown): void {
+  const scope = scopes.getStore();
+  if (scope === undefined) return;
+  const keep = (options: unknown) => {
+    const body = (options as { body?: unknown } | null | undefined)?.body;
+    if (plain(body)) scope.body = body;
+  };
+  try {
+    if (input instanceof Promise) input.then(keep, () => {});
+    else keep(input);
+  } catch {}
+}
+
+/**
+ * The JSON body of the request being sent, as the object the SDK made it from, so the fetch
+ * layer reads the model, the stream flag and the limits without parsing the text again (a
+ * long conversation is tens of kilobytes). Undefined outside a Stainless SDK's method, or
+ * when its body was not a plain object: then the text is parsed.
+ */
+export function sdkBody(): Record<string, unknown> | undefined {
+  return scopes.getStore()?.body;
 }
 
 const attempts = new AsyncLocalStorage<number>();
