@@ -123,14 +123,16 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   #split(bytes: Uint8Array): void {
     // Nothing held from before: no text in the buffer, no half character in the decoder.
     const fresh = this.#buffer === "" && this.#clean;
-    this.#clean = endsInBreak(bytes);
-    let buffer = this.#buffer + this.#decoder.decode(bytes, { stream: true });
-    for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
-      const end = m.index + m[0].length;
+    const breaks = endsInBreak(bytes);
+    this.#clean = breaks;
+    const text = this.#decoder.decode(bytes, { stream: true });
+    let buffer = this.#buffer === "" ? text : this.#buffer + text;
+    // Servers mostly end lines with \n alone: then a literal search finds each boundary.
+    const plain = buffer.indexOf("\r") === -1;
+    for (let end = boundaryEnd(buffer, plain); end !== -1; end = boundaryEnd(buffer, plain)) {
       // One event in one read, as servers mostly send them: its bytes go on as they came
       // (ending in a line break, they hold no half of a character the decoder keeps).
-      const whole =
-        fresh && end === buffer.length && this.#ready.length === 0 && endsInBreak(bytes);
+      const whole = fresh && end === buffer.length && this.#ready.length === 0 && breaks;
       this.#ready.push(new SseEvent(buffer.slice(0, end), whole ? bytes : undefined));
       buffer = buffer.slice(end);
     }
@@ -142,6 +144,16 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     await this.#source.return?.();
     return { done: true, value: undefined };
   }
+}
+
+/** Where the first event of `buffer` ends (after its blank line), or -1. */
+function boundaryEnd(buffer: string, plain: boolean): number {
+  if (plain) {
+    const at = buffer.indexOf("\n\n");
+    return at === -1 ? -1 : at + 2;
+  }
+  const m = BOUNDARY.exec(buffer);
+  return m === null ? -1 : m.index + m[0].length;
 }
 
 const endsInBreak = (b: Uint8Array) =>
