@@ -264,7 +264,7 @@ function outgoing(
   let stream = /[?&]alt=sse(?:&|$)/.test(url);
   let json: unknown;
   if (typeof body === "string" && body.startsWith("{")) {
-    const given = sdkBody();
+    const given = sdkBody(body);
     // Only a body that says `"stream": true` is prepared; the rest go as sent.
     const streams = given !== undefined ? given.stream === true : saysStream(body);
     json = given ?? (streams || parse ? safeJson(body) : undefined);

@@ -6,7 +6,7 @@ const STREAM_FLAG = /"stream"\s*:\s*true/y;
 /** Whether a JSON text says `"stream": true`: the regex tried only where the key is (a scan
  * for the literal is many times faster over a long conversation than the regex's). */
 export function saysStream(text: string): boolean {
-  for (let at = text.indexOf('"stream"'); at !== -1; at = text.indexOf('"stream"', at + 8)) {
+  for (let at = text.indexOf('"stream"'); at !== -1; at = text.indexOf('"stream"', at + 1)) {
     STREAM_FLAG.lastIndex = at;
     if (STREAM_FLAG.test(text)) return true;
   }

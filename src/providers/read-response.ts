@@ -1,10 +1,10 @@
 /**
  * A JSON answer the fetch layer has already read (for its usage, model and checks), handed
  * to the SDK without building a body again: `json()` gives the value already parsed and
- * `text()` the text already read; anything else (`body`, `arrayBuffer()`, `blob()`,
- * `clone()` of a read one...) makes a real Response from the text on first use. The
- * answer's own headers are kept, not copied. Building a body stream and copying the bytes
- * was most of what the fetch layer cost a JSON call.
+ * `text()` the text already read; anything else (`body`, `arrayBuffer()`, `blob()`, ...)
+ * makes a real Response from the text on first use. The answer's own headers are kept, not
+ * copied. Building a body stream and copying the bytes was most of what the fetch layer
+ * cost a JSON call.
  */
 export class ReadResponse extends Response {
   readonly #text: string;
@@ -20,21 +20,28 @@ export class ReadResponse extends Response {
     this.#from = from;
   }
 
-  /** The same answer as a Response with a body of its own, made once. */
+  /** The same answer as a Response with a body of its own, made once; made after a read,
+   * its body is read too (locked and used, as a read body is). */
   #body(): Response {
-    this.#real ??= new Response(this.#used ? null : this.#text, {
-      status: this.#from.status,
-      statusText: this.#from.statusText,
-      headers: this.#from.headers,
-    });
+    if (this.#real === undefined) {
+      this.#real = new Response(this.#text, {
+        status: this.#from.status,
+        statusText: this.#from.statusText,
+        headers: this.#from.headers,
+      });
+      if (this.#used) void this.#real.arrayBuffer().catch(() => {});
+    }
     return this.#real;
   }
 
-  /** Reads the text once, as a body is read once; a second read fails as it would. */
-  #take(): string {
-    if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
+  /** Reads the answer once, as a body is read once. A real body made but never read (an
+   * SDK that only looked at `body`) is let go: the answer is what was read before. */
+  #take(): boolean {
+    const real = this.#real;
+    if (this.#used || real?.bodyUsed || real?.body?.locked) return false;
     this.#used = true;
-    return this.#text;
+    if (real !== undefined) void real.body?.cancel().catch(() => {});
+    return true;
   }
 
   override get headers(): Headers {
@@ -53,21 +60,15 @@ export class ReadResponse extends Response {
     return this.#used || (this.#real?.bodyUsed ?? false);
   }
   override json(): Promise<any> {
-    if (this.#real !== undefined) return this.#real.json();
+    if (!this.#take()) return Promise.reject(used());
     try {
-      const text = this.#take();
-      return Promise.resolve(this.#json === undefined ? JSON.parse(text) : this.#json);
+      return Promise.resolve(this.#json === undefined ? JSON.parse(this.#text) : this.#json);
     } catch (error) {
       return Promise.reject(error);
     }
   }
   override text(): Promise<string> {
-    if (this.#real !== undefined) return this.#real.text();
-    try {
-      return Promise.resolve(this.#take());
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.#take() ? Promise.resolve(this.#text) : Promise.reject(used());
   }
   override arrayBuffer(): Promise<ArrayBuffer> {
     return this.#body().arrayBuffer();
@@ -81,10 +82,14 @@ export class ReadResponse extends Response {
   override formData(): Promise<FormData> {
     return this.#body().formData();
   }
+  /** A copy that reads on its own (and parses its own value: the SDK writes on what it
+   * gets, `_request_id` for one). */
   override clone(): Response {
     if (this.bodyUsed) throw new TypeError("Response.clone: Body has already been consumed.");
     return this.#real !== undefined
       ? this.#real.clone()
-      : new ReadResponse(this.#text, this.#from, this.#json);
+      : new ReadResponse(this.#text, this.#from, undefined);
   }
 }
+
+const used = () => new TypeError("Body is unusable: Body has already been read");

@@ -7,8 +7,8 @@ import { tagError } from "../internal.ts";
 interface Scope {
   gaveUp: unknown;
   seen: ((error: unknown) => void)[] | undefined;
-  /** The request body as the SDK was handed it, before it made JSON of it. */
-  body: Record<string, unknown> | undefined;
+  /** The last JSON body the SDK made in this call: its text, and the object it made it of. */
+  built: { readonly text: string; readonly body: Record<string, unknown> } | undefined;
 }
 
 /** A promise of the error the SDK method now running will reject with (undefined when it
@@ -54,7 +54,7 @@ function carry(scope: Scope, error: unknown): void {
  * promise is left as it is.
  */
 export function scoped<T>(call: () => T): T {
-  const scope: Scope = { gaveUp: undefined, seen: undefined, body: undefined };
+  const scope: Scope = { gaveUp: undefined, seen: undefined, built: undefined };
   const result = scopes.run(scope, call);
   if (!(result instanceof Promise)) return result;
   return result.then(
@@ -73,6 +73,7 @@ export function scoped<T>(call: () => T): T {
 type Stainless = {
   makeRequest(...args: unknown[]): Promise<unknown>;
   withOptions(options: unknown): Stainless;
+  buildBody?(arg: { options?: { body?: unknown } }): { body?: unknown };
 };
 
 /**
@@ -86,11 +87,15 @@ export function scopedClient<C>(client: C): C {
   const makeRequest = c.makeRequest;
   const withOptions = c.withOptions;
   c.makeRequest = function (this: Stainless, ...args: unknown[]) {
-    return scoped(() => {
-      noteBody(args[0]);
-      return makeRequest.apply(this, args);
-    });
+    return scoped(() => makeRequest.apply(this, args));
   };
+  const buildBody = c.buildBody;
+  if (typeof buildBody === "function")
+    c.buildBody = function (this: Stainless, arg) {
+      const built = buildBody.call(this, arg);
+      noteBody(arg?.options?.body, built?.body);
+      return built;
+    };
   c.withOptions = function (this: Stainless, options: unknown) {
     return scopedClient(withOptions.call(this, options));
   };
@@ -104,29 +109,24 @@ function plain(x: unknown): x is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-/** Keeps the request's body object, as `makeRequest` is handed it (its options, or a
- * promise of them, resolved before the SDK reads them: this reaction runs first). */
-function noteBody(input: unknown): void {
+/** Keeps the JSON text the SDK made of a body object, with the object. */
+function noteBody(body: unknown, text: unknown): void {
   const scope = scopes.getStore();
-  if (scope === undefined) return;
-  const keep = (options: unknown) => {
-    const body = (options as { body?: unknown } | null | undefined)?.body;
-    if (plain(body)) scope.body = body;
-  };
-  try {
-    if (input instanceof Promise) input.then(keep, () => {});
-    else keep(input);
-  } catch {}
+  if (scope === undefined || typeof text !== "string" || !plain(body)) return;
+  scope.built = { text, body };
 }
 
 /**
- * The JSON body of the request being sent, as the object the SDK made it from, so the fetch
- * layer reads the model, the stream flag and the limits without parsing the text again (a
- * long conversation is tens of kilobytes). Undefined outside a Stainless SDK's method, or
- * when its body was not a plain object: then the text is parsed.
+ * The object a request's JSON `text` was made of, when the Stainless SDK (openai,
+ * anthropic) made it in the method now running: the fetch layer then reads the model, the
+ * stream flag and the limits without parsing the text again (a long conversation is tens
+ * of kilobytes). Only for the very text the SDK made: a body a middleware rewrote, or
+ * another request sent inside the call (a token exchange), is parsed as it is. A caller
+ * who changes the object while the request is on its way is read as changed.
  */
-export function sdkBody(): Record<string, unknown> | undefined {
-  return scopes.getStore()?.body;
+export function sdkBody(text: string): Record<string, unknown> | undefined {
+  const built = scopes.getStore()?.built;
+  return built !== undefined && built.text === text ? built.body : undefined;
 }
 
 const attempts = new AsyncLocalStorage<number>();

@@ -1,8 +1,10 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { policy } from "../../src/index.ts";
+import { guardedFetch } from "../../src/providers/fetch.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 import { ReadResponse } from "../../src/providers/read-response.ts";
+import { scopedClient } from "../../src/providers/scope.ts";
 
 const TEXT = '{"id":"c","n":1}';
 const from = () =>
@@ -49,12 +51,37 @@ describe("ReadResponse: an answer already read, handed on as a Response", () => 
     );
   });
 
-  it("clone() reads on its own; a read answer cannot be cloned", async () => {
+  it("clone() reads on its own, its own value; a read answer cannot be cloned", async () => {
     const r = new ReadResponse(TEXT, from(), { id: "c", n: 1 });
     const copy = r.clone();
-    expect(await copy.text()).toBe(TEXT);
-    expect(await r.json()).toEqual({ id: "c", n: 1 });
+    const a = await copy.json();
+    const b = await r.json();
+    expect(a).toEqual(b);
+    expect(a).not.toBe(b); // the SDK writes on what it gets
     expect(() => r.clone()).toThrow(TypeError);
+  });
+
+  it("after a read, every reader rejects and the body is a used, locked stream", async () => {
+    for (const read of ["arrayBuffer", "bytes", "blob", "text", "json"] as const) {
+      const r = new ReadResponse(TEXT, from(), { id: "c", n: 1 });
+      await r.json();
+      await expect(r[read](), read).rejects.toThrow(TypeError);
+      expect(r.body?.locked, read).toBe(true);
+      expect(r.bodyUsed, read).toBe(true);
+    }
+  });
+
+  it("a body looked at but not read (anthropic's SDK) still hands over the value read before", async () => {
+    const value = { id: "c", n: 1 };
+    const r = new ReadResponse(TEXT, from(), value);
+    expect(r.body?.locked).toBe(false);
+    expect(await r.json()).toBe(value);
+    expect(r.bodyUsed).toBe(true);
+    await expect(r.text()).rejects.toThrow(TypeError);
+    // A body someone reads is that reader's: json() then fails as it would.
+    const s = new ReadResponse(TEXT, from(), value);
+    expect(await new Response(s.body).text()).toBe(TEXT);
+    await expect(s.json()).rejects.toThrow(TypeError);
   });
 });
 
@@ -105,5 +132,49 @@ describe("a wrapped openai client reads the request as the object it was handed"
     expect(parsed.filter((t) => t === answer)).toHaveLength(1);
     const raw = await client.chat.completions.create({ model: "gpt-test", messages }).asResponse();
     expect(await raw.json()).toEqual(JSON.parse(answer));
+  });
+});
+
+describe("the request object is read only for the very text the SDK made of it", () => {
+  /** A Stainless-shaped client whose method builds the JSON body and sends `send(text)`. */
+  const client = (send: (text: string) => string) => {
+    const seen: unknown[] = [];
+    const fetch = guardedFetch({
+      fetch: async () => new Response("{}", { headers: { "content-type": "application/json" } }),
+      policy: policy(),
+      dialect: {
+        isContent: () => true,
+        model: (_url, body) => {
+          seen.push(body);
+          return (body as { model?: string } | undefined)?.model;
+        },
+      },
+    });
+    const c = scopedClient({
+      buildBody: ({ options }: { options: { body: object } }) => ({
+        body: JSON.stringify(options.body),
+      }),
+      async makeRequest(options: { body: object }) {
+        const { body } = this.buildBody({ options });
+        return fetch("http://x.local/v1/chat/completions", { method: "POST", body: send(body) });
+      },
+      withOptions() {
+        return this;
+      },
+    });
+    return { c, seen };
+  };
+
+  it("the object when the text is the SDK's; the text's own reading when it is not", async () => {
+    const params = { model: "m", messages: [] };
+    const same = client((text) => text);
+    await same.c.makeRequest({ body: params });
+    expect(same.seen).toEqual([params]);
+    expect(same.seen[0]).toBe(params);
+    // A middleware rewrote the body (another model), or another request went out inside
+    // the call: what is read is what is sent.
+    const rewritten = client((text) => text.replace('"m"', '"routed"'));
+    await rewritten.c.makeRequest({ body: params });
+    expect(rewritten.seen).toEqual([{ model: "routed", messages: [] }]);
   });
 });

@@ -342,7 +342,7 @@ class FaultServerImpl {
       if (rule.times !== undefined && this.#uses[i]! >= rule.times) continue;
       if (rule.probability !== undefined && this.#random() >= rule.probability) continue;
       this.#uses[i]!++;
-      if (arrival !== undefined) arrival.rule = i;
+      arrival.rule = i;
       return rule;
     }
     return undefined;
