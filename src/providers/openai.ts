@@ -220,5 +220,16 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: openaiDialect(includeUsage),
   });
-  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C);
+  return scopedClient(client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C);
+}
+
+/** What an AzureOpenAI client's `withOptions` does not carry over (its constructor then
+ * throws without OPENAI_API_VERSION set, and the deployment is lost): its own again. */
+function azure(client: OpenAI): { apiVersion?: string; deployment?: string } {
+  const c = client as unknown as { apiVersion?: unknown; deploymentName?: unknown };
+  if (typeof c.apiVersion !== "string" || c.apiVersion === "") return {};
+  return {
+    apiVersion: c.apiVersion,
+    ...(typeof c.deploymentName === "string" && { deployment: c.deploymentName }),
+  };
 }

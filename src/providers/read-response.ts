@@ -40,7 +40,8 @@ export class ReadResponse extends Response {
     const real = this.#real;
     if (this.#used || real?.bodyUsed || real?.body?.locked) return false;
     this.#used = true;
-    if (real !== undefined) void real.body?.cancel().catch(() => {});
+    // Locked and let go, as a body read to its end is.
+    if (real !== undefined) void real.body?.getReader().cancel().catch(() => {});
     return true;
   }
 

@@ -109,11 +109,19 @@ function plain(x: unknown): x is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+/** The lists a request's turns are in (chat and Anthropic `messages`, Responses `input`). */
+const LISTS = ["messages", "input", "contents"] as const;
+
 /** Keeps the JSON text the SDK made of a body object, with the object. */
 function noteBody(body: unknown, text: unknown): void {
   const scope = scopes.getStore();
   if (scope === undefined || typeof text !== "string" || !plain(body)) return;
-  scope.built = { text, body };
+  // A copy of the top level and of the conversation's list: a caller who changes the
+  // model, the stream flag or the messages while the request is on its way changes what
+  // it passed, not what was read of what was sent.
+  const copy: Record<string, unknown> = { ...body };
+  for (const k of LISTS) if (Array.isArray(copy[k])) copy[k] = [...(copy[k] as unknown[])];
+  scope.built = { text, body: copy };
 }
 
 /**
@@ -121,8 +129,8 @@ function noteBody(body: unknown, text: unknown): void {
  * anthropic) made it in the method now running: the fetch layer then reads the model, the
  * stream flag and the limits without parsing the text again (a long conversation is tens
  * of kilobytes). Only for the very text the SDK made: a body a middleware rewrote, or
- * another request sent inside the call (a token exchange), is parsed as it is. A caller
- * who changes the object while the request is on its way is read as changed.
+ * another request sent inside the call (a token exchange), is parsed as it is. What a
+ * caller changes inside one message while the request is on its way is read as changed.
  */
 export function sdkBody(text: string): Record<string, unknown> | undefined {
   const built = scopes.getStore()?.built;

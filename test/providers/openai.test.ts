@@ -1,4 +1,4 @@
-import OpenAI from "openai";
+import OpenAI, { AzureOpenAI } from "openai";
 import { describe, expect, it } from "vitest";
 import { type BreakwaterError, ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { callOptions, withBreakwater } from "../../src/providers/openai.ts";
@@ -24,6 +24,40 @@ describe("breakwater/openai against the fault server", () => {
     const raw = new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "k" });
     expect(raw.maxRetries).toBe(2);
     expect(withBreakwater(raw).maxRetries).toBe(0);
+  });
+
+  it("an AzureOpenAI client keeps its api-version and deployment, and is retried by breakwater", async () => {
+    const urls: string[] = [];
+    const answers = [503, 200];
+    const azure = new AzureOpenAI({
+      apiKey: "k",
+      endpoint: "http://azure.local",
+      apiVersion: "2024-10-21",
+      deployment: "dep-1",
+      fetch: async (url) => {
+        urls.push(String(url));
+        const status = answers.shift() ?? 200;
+        return status === 200
+          ? fetch(`${fs.server.url}/v1/chat/completions`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ model: "gpt-test", messages }),
+            })
+          : new Response('{"error":{"message":"busy"}}', {
+              status,
+              headers: { "content-type": "application/json" },
+            });
+      },
+    });
+    const wrapped = withBreakwater(azure, { policy: testPolicy().p });
+    const r = await wrapped.chat.completions.create({ model: "gpt-test", messages });
+    expect(r.choices[0]!.message.content).toBe(TEXT);
+    expect(wrapped.maxRetries).toBe(0);
+    expect(urls).toHaveLength(2);
+    for (const u of urls)
+      expect(u).toBe(
+        "http://azure.local/openai/deployments/dep-1/chat/completions?api-version=2024-10-21",
+      );
   });
 
   it("429 with retry-after-ms: retried after the hinted wait", async () => {

@@ -74,9 +74,11 @@ describe("ReadResponse: an answer already read, handed on as a Response", () => 
   it("a body looked at but not read (anthropic's SDK) still hands over the value read before", async () => {
     const value = { id: "c", n: 1 };
     const r = new ReadResponse(TEXT, from(), value);
-    expect(r.body?.locked).toBe(false);
+    const looked = r.body;
+    expect(looked?.locked).toBe(false);
     expect(await r.json()).toBe(value);
     expect(r.bodyUsed).toBe(true);
+    expect(looked?.locked).toBe(true); // as a real Response's body after json()
     await expect(r.text()).rejects.toThrow(TypeError);
     // A body someone reads is that reader's: json() then fails as it would.
     const s = new ReadResponse(TEXT, from(), value);
@@ -170,11 +172,13 @@ describe("the request object is read only for the very text the SDK made of it",
     const same = client((text) => text);
     await same.c.makeRequest({ body: params });
     expect(same.seen).toEqual([params]);
-    expect(same.seen[0]).toBe(params);
+    // A copy: changed after it was sent, the request reads as it was sent.
+    params.messages.push({ role: "user", content: "later" } as never);
+    expect(same.seen).toEqual([{ model: "m", messages: [] }]);
     // A middleware rewrote the body (another model), or another request went out inside
     // the call: what is read is what is sent.
     const rewritten = client((text) => text.replace('"m"', '"routed"'));
-    await rewritten.c.makeRequest({ body: params });
+    await rewritten.c.makeRequest({ body: { model: "m", messages: [] } });
     expect(rewritten.seen).toEqual([{ model: "routed", messages: [] }]);
   });
 });

@@ -127,7 +127,8 @@ async function simulated(stack: StormStack, fault: Fault, calls = 4_000) {
  * machine), the process runs its expired timers before it reads the answers waiting on
  * its sockets, and a healthy answer is cut as if it were late. Such a sample measures the
  * machine, not the package's loop: one in which the event loop stalled for half the app's
- * timeout, or a healthy answer was cut, is drawn again (at most twice, said in the log). */
+ * timeout (in the timeout case), or a healthy answer was cut, is drawn again (at most
+ * twice, said in the log; the tests' time limits allow three draws on a busy machine). */
 async function real(
   server: FaultServer,
   fault: Fault,
@@ -142,7 +143,9 @@ async function real(
     const r = await sampleOnce(server, fault, n, call, answered, failing);
     stall.disable();
     const stalledMs = stall.max / 1e6;
-    if ((r.healthyCut === 0 && stalledMs < TIMEOUT_MS / 2) || draw === 3) return r;
+    // A stall matters only where the app has a timeout to cut an answer with.
+    const stalled = fault === "timeout" && stalledMs >= TIMEOUT_MS / 2;
+    if ((r.healthyCut === 0 && !stalled) || draw === 3) return r;
     console.log(
       `${fault}: the loop stalled ${Math.round(stalledMs)} ms, ${r.healthyCut} healthy answers cut; drawn again`,
     );
@@ -260,7 +263,7 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(1.5, 1); // two attempts
       if (fault === "timeout") expect(sim.primary.mean).toBe(1); // never retried
     },
-    30_000,
+    90_000,
   );
 
   it.each(["503", "429", "529", "timeout"] as const)(
@@ -283,7 +286,7 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       );
       await agree(aiRetryFallback, fault, n, r);
     },
-    30_000,
+    90_000,
   );
 
   /** A ChatOpenAI model; the app's per-attempt timeout is the client's `timeout`. */
@@ -315,7 +318,7 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       const sim = await agree(langchainV1, fault, n, r);
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(1.75, 1); // three attempts
     },
-    30_000,
+    90_000,
   );
 
   it.each(["503", "429", "timeout"] as const)(
@@ -329,7 +332,7 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       const r = await real(server, fault, n, agent(fault, middleware), answeredByModel);
       await agree(langchainV1Fallback, fault, n, r);
     },
-    30_000,
+    90_000,
   );
 
   it.each(ALL)(
@@ -366,6 +369,6 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       // Up to 7 requests: the client's own 3 in the first runner attempt, then 4 more.
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(2 - 2 ** -6, 1);
     },
-    60_000,
+    120_000,
   );
 });
