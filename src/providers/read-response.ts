@@ -41,7 +41,8 @@ export class ReadResponse extends Response {
     if (this.#used || real?.bodyUsed || real?.body?.locked) return false;
     this.#used = true;
     // Locked and let go, as a body read to its end is.
-    if (real !== undefined) void real.body?.getReader().cancel().catch(() => {});
+    const reader = real?.body?.getReader();
+    reader?.cancel().catch(() => {});
     return true;
   }
 
