@@ -56,6 +56,7 @@ export {
   type Clock,
   systemClock,
   VirtualClock,
+  type VirtualClockOptions,
 } from "./core/clock.ts";
 export type { TimeoutCause } from "./core/deadline.ts";
 export {

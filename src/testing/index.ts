@@ -16,7 +16,7 @@
  * ```
  * @module breakwater/testing
  */
-export { VirtualClock } from "../index.ts";
+export { VirtualClock, type VirtualClockOptions } from "../index.ts";
 export { countTokens, FakeModel, type FakeResult, type FakeStep } from "./fake-model.ts";
 export { FakeStream, type StreamStep } from "./fake-stream.ts";
 export type {

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { systemClock, VirtualClock } from "../../src/core/clock.ts";
 
@@ -74,6 +75,77 @@ describe("VirtualClock", () => {
   it("rejects bad input", async () => {
     expect(() => new VirtualClock(Number.NaN)).toThrow(/startMs/);
     await expect(new VirtualClock().advance(-1)).rejects.toThrow(/ms must be >= 0/);
+  });
+});
+
+/**
+ * A little world on a clock: timers whose callbacks start promise chains of random depth
+ * that schedule, cancel and sleep on the clock; everything that happens, in order.
+ */
+async function world(perTurn: number, plan: readonly (readonly [number, number, number])[]) {
+  const clock = new VirtualClock(0, { perTurn });
+  const seen: string[] = [];
+  const cancels: (() => void)[] = [];
+  const chain = async (id: number, depth: number) => {
+    for (let i = 0; i < depth; i++) await Promise.resolve();
+    seen.push(`${id}@${clock.now()}`);
+  };
+  plan.forEach(([at, depth, act], id) => {
+    cancels.push(
+      clock.schedule(at, () => {
+        seen.push(`fire ${id}@${clock.now()}`);
+        void chain(id, depth).then(async () => {
+          // What the chain does once it has run: cancel a later timer, or sleep and note.
+          if (act % 3 === 0) cancels[(id + 1) % cancels.length]!();
+          else if (act % 3 === 1) {
+            await clock.sleep(act % 50);
+            seen.push(`woke ${id}@${clock.now()}`);
+          }
+        });
+      }),
+    );
+  });
+  if (plan.length % 2 === 0) await clock.runAll();
+  else {
+    await clock.advance(500);
+    await clock.advance(1_000);
+  }
+  return seen;
+}
+
+describe("VirtualClock({ perTurn })", () => {
+  it("several timers a turn of the loop: the same world as one a turn", async () => {
+    const plan = fc.array(fc.tuple(fc.nat(400), fc.nat(40), fc.nat(100)), { maxLength: 60 });
+    await fc.assert(
+      fc.asyncProperty(plan, fc.constantFrom(2, 8, 64, 1024), async (p, perTurn) => {
+        expect(await world(perTurn, p)).toEqual(await world(1, p));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("a timer's promise callbacks settle before the next timer fires", async () => {
+    const clock = new VirtualClock(0, { perTurn: 64 });
+    let cancelled = false;
+    let cancelB: () => void = () => {};
+    clock.schedule(10, () => {
+      void (async () => {
+        for (let i = 0; i < 100; i++) await Promise.resolve();
+        cancelB();
+      })();
+    });
+    cancelB = clock.schedule(10, () => {
+      cancelled = true; // fires only if A's chain had not run before it
+    });
+    expect(await clock.runAll()).toBe(1);
+    expect(cancelled).toBe(false);
+  });
+
+  it("names the option and what it takes", () => {
+    for (const bad of [0, 1.5, -1, 70_000, Number.NaN])
+      expect(() => new VirtualClock(0, { perTurn: bad })).toThrow(
+        /"perTurn" must be an integer from 1 to 65536/,
+      );
   });
 });
 
