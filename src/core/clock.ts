@@ -159,7 +159,6 @@ export class VirtualClock implements Clock {
   readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
   readonly #perTurn: number;
-  readonly #firstTurn: number;
 
   constructor(startMs = 0, options: VirtualClockOptions = {}) {
     if (!Number.isFinite(startMs))
@@ -171,7 +170,6 @@ export class VirtualClock implements Clock {
       );
     this.#now = startMs;
     this.#perTurn = perTurn;
-    this.#firstTurn = Math.min(8, perTurn);
   }
 
   /** The virtual time, in ms. */
@@ -204,28 +202,31 @@ export class VirtualClock implements Clock {
     if (!(ms >= 0)) throw new RangeError(`VirtualClock.advance: ms must be >= 0; got ${ms}`);
     const target = this.#now + ms;
     await drain();
-    if (this.#perTurn === 1) while (this.#fireNext(target)) await drain();
-    else
-      for (let n = this.#firstTurn; (await this.#fireTurn(target, n)) === n; )
-        n = Math.min(2 * n, this.#perTurn);
+    await this.#fireAll(target, Number.POSITIVE_INFINITY);
     this.#now = target;
     await drain();
   }
 
   /** Fires timers until none is left (or `limit` have fired); returns how many fired. */
   async runAll(limit = 1_000_000): Promise<number> {
-    let fired = 0;
     await drain();
+    return this.#fireAll(Number.POSITIVE_INFINITY, limit);
+  }
+
+  /** Fires timers due by `due`, at most `limit`, each settled before the next: a turn of
+   * the loop after each, or (`perTurn`) turns of growing size. */
+  async #fireAll(due: number, limit: number): Promise<number> {
+    let fired = 0;
     if (this.#perTurn === 1) {
-      while (fired < limit && this.#fireNext(Number.POSITIVE_INFINITY)) {
+      while (fired < limit && this.#fireNext(due)) {
         fired++;
         await drain();
       }
       return fired;
     }
-    for (let n = this.#firstTurn; fired < limit; n = Math.min(2 * n, this.#perTurn)) {
+    for (let n = Math.min(8, this.#perTurn); fired < limit; n = Math.min(2 * n, this.#perTurn)) {
       const max = Math.min(n, limit - fired);
-      const got = await this.#fireTurn(Number.POSITIVE_INFINITY, max);
+      const got = await this.#fireTurn(due, max);
       fired += got;
       if (got < max) break;
     }

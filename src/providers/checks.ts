@@ -165,6 +165,8 @@ function blocksOf(m: Obj, type: string): Obj[] | undefined {
   return found;
 }
 
+/** Anthropic: every `tool_result` answers a `tool_use` of the assistant turn just before, and
+ * every `tool_use` is answered in the user turn that follows. */
 export function anthropicTranscript(_url: string, body: Obj): string | undefined {
   const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
   let open: Set<unknown> | undefined;

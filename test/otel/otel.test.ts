@@ -85,6 +85,12 @@ const client = (extra: Parameters<typeof policy>[0] = {}) => {
 };
 
 const byName = (name: string) => spans.getFinishedSpans().filter((s) => s.name.startsWith(name));
+/** The attempt spans, in attempt order. */
+const attemptSpans = () =>
+  byName("breakwater.attempt").sort(
+    (a, b) =>
+      Number(a.attributes["breakwater.attempt"]) - Number(b.attributes["breakwater.attempt"]),
+  );
 const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId;
 
 describe("breakwater/otel with the real openai client on the fault server", () => {
@@ -113,10 +119,7 @@ describe("breakwater/otel with the real openai client on the fault server", () =
       ["breakwater.wait", "backoff", "overloaded"],
       ["breakwater.wait", "backoff", "overloaded"],
     ]);
-    const attempts = byName("breakwater.attempt").sort(
-      (a, b) =>
-        Number(a.attributes["breakwater.attempt"]) - Number(b.attributes["breakwater.attempt"]),
-    );
+    const attempts = attemptSpans();
     expect(
       attempts.map((a) => [
         a.attributes["breakwater.attempt"],
@@ -138,10 +141,7 @@ describe("breakwater/otel with the real openai client on the fault server", () =
     const before = await points();
     await ai.chat.completions.create({ model: "gpt-test", messages });
     const after = await points();
-    const attempts = byName("breakwater.attempt").sort(
-      (a, b) =>
-        Number(a.attributes["breakwater.attempt"]) - Number(b.attributes["breakwater.attempt"]),
-    );
+    const attempts = attemptSpans();
     expect(
       attempts.map((a) => [
         a.attributes["breakwater.attempt"],
