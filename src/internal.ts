@@ -21,5 +21,6 @@ export {
 } from "./core/validate.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";
+export { CUTS_READS } from "./policy/stream-head.ts";
 export type { CallSlot } from "./run/calls.ts";
 export { journaled } from "./run/internal.ts";

@@ -12,6 +12,16 @@ export interface Head<C> {
 
 const noop = () => {};
 
+/** Said by a source whose `return()` settles a `next()` still pending at once (a stream
+ * reader's cancel does): the attempt's timers and the caller's signal cut a read of it by
+ * closing it, with no race made for every read. */
+export const CUTS_READS: unique symbol = Symbol.for("breakwater.cutsReads");
+
+/** Whether `source` says its `return()` ends a pending read at once. */
+export function cutsReads(source: AsyncIterator<unknown>): boolean {
+  return (source as { [CUTS_READS]?: unknown })[CUTS_READS] === true;
+}
+
 /**
  * Opens `a`'s stream and reads it until its first content chunk (or its end): a hedge race
  * is decided on it (rule 21). Nothing is shown to the consumer here, and no per-chunk hook

@@ -11,7 +11,7 @@ import { Call, type FailOptions } from "./call.ts";
 import { hedged } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { closeIterator, closeLate, type Head, readHead } from "./stream-head.ts";
+import { closeIterator, closeLate, cutsReads, type Head, readHead } from "./stream-head.ts";
 import {
   type OpenStream,
   type ResolvedStream,
@@ -78,6 +78,8 @@ interface Settled {
 class Reading<C> {
   readonly attempt: Attempt;
   source: AsyncIterator<C> | undefined;
+  /** The source's `return()` ends a pending read at once (see CUTS_READS). */
+  cuts = false;
   contentSeen = false;
   lastChunkAt = 0;
   /** Chunks held back: before the first content, or all of them (buffer mode). */
@@ -174,8 +176,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const a = r!.attempt;
     if (!a.abortable) return source.next().then(this.#onRead, this.#onReadError);
     if (a.aborted) return this.#slow(undefined);
-    // A timer or the caller's signal may cut this read. The handlers are made once per
-    // attempt (see #bindReads) and ignore a late answer from an attempt already cut.
+    // A timer or the caller's signal may cut this read: by closing a source that ends its
+    // pending read when closed, else by a race. The handlers are made once per attempt
+    // (see #bindReads) and ignore a late answer from an attempt already cut.
+    if (r!.cuts) {
+      this.#inRead = true;
+      return source.next().then(this.#onCut, this.#onCutError);
+    }
     const read = new Promise<IteratorResult<C>>(this.#holdRead);
     source.next().then(this.#onRaced, this.#onRacedError);
     return read;
@@ -187,6 +194,11 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   };
   #onRaced: (r: IteratorResult<C>) => void = noop;
   #onRacedError: (e: unknown) => void = noop;
+  /** A read of a source that cuts reads is pending. */
+  #inRead = false;
+  #onCut: (r: IteratorResult<C>) => IteratorResult<C> | Promise<IteratorResult<C>> = (r) =>
+    this.#onRead(r);
+  #onCutError: (e: unknown) => Promise<IteratorResult<C>> = (e) => this.#onReadError(e);
 
   readonly #onRead = (r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> => {
     let step: IteratorResult<C> | Pending;
@@ -350,11 +362,24 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#pendingRead = undefined;
       resolve(this.#onReadError(e));
     };
+    // A read cut by closing its source settles as the cut, whatever the source said.
+    let cut: { reason: unknown } | undefined;
+    this.#onCut = (r) => {
+      this.#inRead = false;
+      return cut === undefined ? this.#onRead(r) : this.#onReadError(cut.reason);
+    };
+    this.#onCutError = (e) => {
+      this.#inRead = false;
+      return this.#onReadError(cut === undefined ? e : cut.reason);
+    };
     a.setAbortHook((reason) => {
       const resolve = this.#pendingRead;
       this.#pendingRead = undefined;
       if (resolve !== undefined) resolve(this.#onReadError(reason));
-      else if (!this.#driving) this.#cutWhileIdle(reason);
+      else if (this.#inRead) {
+        cut = { reason };
+        this.#r?.source?.return?.().catch(noop);
+      } else if (!this.#driving) this.#cutWhileIdle(reason);
     });
   }
 
@@ -376,6 +401,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     try {
       const iterable = await a.race(opening);
       r.source = iterable[Symbol.asyncIterator]();
+      r.cuts = cutsReads(r.source);
       this.#grip.source = r.source;
     } catch (error) {
       closeLate(opening);

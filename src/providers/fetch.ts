@@ -48,6 +48,7 @@ import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
+import { type Ends, passThrough } from "./pass-through.ts";
 import { ReadResponse } from "./read-response.ts";
 import { currentAttempt, gaveUp, sdkBody, seenAs } from "./scope.ts";
 import {
@@ -549,27 +550,36 @@ function opener(c: FetchCall, body?: string, answered?: (res: Response) => void)
     const res = await c.send(req, ctx.attempt, ctx.signal);
     if (!res.ok) throw await UpstreamAnswer.read(res);
     answered?.(res);
-    return naming(sseEvents(res.body ?? emptyBody()), c.dialect, ctx);
+    return sseEvents(res.body ?? emptyBody(), modelLook(c.dialect, ctx));
   };
 }
 
-/** The events as they come, the first few read for the model that answers them; then
- * read straight from the source (no layer per event). */
-function naming<I extends AsyncIterator<SseEvent>>(
-  events: I,
-  dialect: Dialect | undefined,
-  ctx: AttemptContext,
-): I {
+/** What reads the first few events for the model that answers them; the rest are read
+ * by nothing of it. */
+function modelLook(dialect: Dialect | undefined, ctx: AttemptContext) {
   let looking = 4;
-  const direct = events.next.bind(events);
-  events.next = async () => {
-    const r = await direct();
-    const model = r.done ? undefined : answeringModel(dialect, r.value.json);
+  return (e: SseEvent): boolean => {
+    const model = answeringModel(dialect, e.json);
     if (model !== undefined) ctx.answeredBy(model);
-    if (r.done || model !== undefined || --looking === 0) events.next = direct;
-    return r;
+    return model !== undefined || --looking === 0;
   };
-  return events;
+}
+
+const eithers = new WeakMap<Dialect, RegExp | undefined>();
+
+/** One test for both of a dialect's marks (usage, error), made once per dialect; none when
+ * it lacks one, or their flags differ. */
+function eitherMark(dialect: Dialect | undefined): RegExp | undefined {
+  if (dialect === undefined) return undefined;
+  if (eithers.has(dialect)) return eithers.get(dialect);
+  const { usage, error } = dialect.marks ?? {};
+  const flags = usage?.flags.replace(/[gy]/g, "");
+  const made =
+    usage !== undefined && error !== undefined && flags === error.flags.replace(/[gy]/g, "")
+      ? new RegExp(`${usage.source}|${error.source}`, flags)
+      : undefined;
+  eithers.set(dialect, made);
+  return made;
 }
 
 /** The stream call under the policy: events read for content, usage, in-band errors and
@@ -578,6 +588,10 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const { dialect } = c;
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
+  const either = eitherMark(dialect);
+  // The last event neither mark matched (`inspect` reads each event before `usage` does):
+  // one scan of its text, not two.
+  let quiet: SseEvent | undefined;
   const raw = c.outgoing.init.body;
   const continuing =
     c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
@@ -586,13 +600,17 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     isContent: (e) => dialect?.isContent(e.json, e) ?? true,
     ...(dialect?.usage && {
       usage: (e: SseEvent) =>
-        usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
+        e === quiet || usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
     }),
     ...(dialect?.answer && {
       answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
     }),
     ...(dialect && streamChecks(dialect, c.checks, (e: SseEvent) => e.json)),
     inspect: (e) => {
+      if (either?.test(e.raw) === false) {
+        quiet = e;
+        return undefined;
+      }
       if (errorMark?.test(e.raw) === false) return undefined;
       const error = dialect?.inBand?.(e.json, e);
       return error === undefined ? undefined : new InBandEvent(e.raw, error);
@@ -627,52 +645,19 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
   // A failure after content is told on this response's headers, which the SDK hands its error.
   // A stream read to its end is recorded as the events the SDK read.
-  const done = record && ((text: string) => record(recordOf(res, text)));
-  const outer: Response = new Response(
-    passThrough(events, first, res.headers, (error) => tagged(outer, error), done),
-    init,
-  );
+  const encoder = new TextEncoder();
+  const ends: Ends = {
+    // An error event after content reaches the SDK as the event it was (the SDK raises its
+    // own error); any other failure errors the body.
+    failed: async (error) => {
+      tagged(outer, error);
+      const answer = answerOf(error, res.headers);
+      return answer?.body ? encoder.encode(await answer.text()) : undefined;
+    },
+    ...(record && { done: (text: string) => record(recordOf(res, text)) }),
+  };
+  const outer: Response = new Response(passThrough(events, first, ends), init);
   return outer;
 }
 
 async function* emptyBody(): AsyncGenerator<Uint8Array> {}
-
-/** The events as bytes, verbatim. An error event after content reaches the SDK as the
- * event it was (the SDK raises its own error); any other failure errors the body. */
-function passThrough(
-  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
-  first: IteratorResult<SseEvent>,
-  headers: Headers,
-  failed: (error: unknown) => void,
-  done?: (text: string) => Promise<void>,
-): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  const kept = done && new TextDecoder();
-  let text = "";
-  let pending: IteratorResult<SseEvent> | undefined = first;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const r = pending ?? (await events.next());
-        pending = undefined;
-        if (r.done) {
-          if (done) await done(text + kept!.decode());
-          return controller.close();
-        }
-        const bytes = r.value.bytes ?? encoder.encode(r.value.raw);
-        if (kept) text += kept.decode(bytes, { stream: true });
-        controller.enqueue(bytes);
-      } catch (error) {
-        failed(error);
-        const answer = answerOf(error, headers);
-        if (answer?.body) {
-          controller.enqueue(encoder.encode(await answer.text()));
-          controller.close();
-        } else controller.error(error);
-      }
-    },
-    async cancel() {
-      await events.return();
-    },
-  });
-}

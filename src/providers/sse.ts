@@ -1,3 +1,5 @@
+import { CUTS_READS } from "../internal.ts";
+
 /**
  * One server-sent event as it came over the wire: its raw text (passed on verbatim, so the
  * SDK parses exactly what the server sent) and, read on demand, its name and data.
@@ -64,8 +66,9 @@ const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
  */
 export function sseEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+  look?: (event: SseEvent) => boolean,
 ): AsyncIterableIterator<SseEvent> & { return(): Promise<IteratorResult<SseEvent>> } {
-  return new SseReader(body);
+  return new SseReader(body, look);
 }
 
 class SseReader implements AsyncIterableIterator<SseEvent> {
@@ -77,14 +80,27 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   #done = false;
   /** The last read ended on a line break: the decoder holds no half of a character. */
   #clean = true;
+  /** A read was decoded: a byte-order mark now is text, not the stream's mark. */
+  #started = false;
 
-  constructor(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>) {
-    // A ReadableStream is read through its reader here, not through one more generator.
-    this.#source =
-      Symbol.asyncIterator in body
-        ? (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()
-        : readerOf((body as ReadableStream<Uint8Array>).getReader());
+  /** Shown each event until it returns true (it has seen what it looks for). */
+  #look: ((event: SseEvent) => boolean) | undefined;
+
+  constructor(
+    body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+    look?: (event: SseEvent) => boolean,
+  ) {
+    this.#look = look;
+    // A ReadableStream is read through its reader here, not through one more generator;
+    // cancelling the reader ends a read still pending, so a cut needs no race.
+    const stream = typeof (body as ReadableStream<Uint8Array>).getReader === "function";
+    this.#source = stream
+      ? readerOf((body as ReadableStream<Uint8Array>).getReader())
+      : (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+    this[CUTS_READS] = stream;
   }
+
+  readonly [CUTS_READS]: boolean;
 
   [Symbol.asyncIterator](): this {
     return this;
@@ -93,7 +109,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   next(): Promise<IteratorResult<SseEvent>> {
     if (this.#at < this.#ready.length) return Promise.resolve(this.#take());
     if (this.#done) return Promise.resolve({ done: true, value: undefined });
-    return this.#fill();
+    return this.#source.next().then(this.#onRead);
   }
 
   #take(): IteratorResult<SseEvent> {
@@ -102,33 +118,53 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
       this.#ready.length = 0;
       this.#at = 0;
     }
+    return this.#give(e);
+  }
+
+  #give(e: SseEvent): IteratorResult<SseEvent> {
+    if (this.#look?.(e) === true) this.#look = undefined;
     return { done: false, value: e };
   }
 
-  async #fill(): Promise<IteratorResult<SseEvent>> {
-    while (this.#at >= this.#ready.length) {
-      const r = await this.#source.next();
-      if (r.done) {
-        this.#done = true;
-        const rest = this.#buffer + this.#decoder.decode();
-        this.#buffer = "";
-        if (rest === "") return { done: true, value: undefined };
-        return { done: false, value: new SseEvent(rest) };
-      }
-      this.#split(r.value);
-    }
-    return this.#take();
+  /** One network read: the next event, or another read when it held no whole event. */
+  readonly #onRead = (
+    r: IteratorResult<Uint8Array>,
+  ): IteratorResult<SseEvent> | Promise<IteratorResult<SseEvent>> => {
+    if (r.done) return this.#end();
+    const one = this.#split(r.value);
+    if (one !== undefined) return this.#give(one);
+    if (this.#at < this.#ready.length) return this.#take();
+    return this.#source.next().then(this.#onRead);
+  };
+
+  #end(): IteratorResult<SseEvent> {
+    this.#done = true;
+    const rest = this.#buffer + this.#decoder.decode();
+    this.#buffer = "";
+    if (rest === "") return { done: true, value: undefined };
+    return this.#give(new SseEvent(rest));
   }
 
-  #split(bytes: Uint8Array): void {
+  /** Splits a read into events; the common case (one whole event in one read, nothing held
+   * from before) is returned as it is, queued nowhere. */
+  #split(bytes: Uint8Array): SseEvent | undefined {
     // Nothing held from before: no text in the buffer, no half character in the decoder.
     const fresh = this.#buffer === "" && this.#clean;
     const breaks = endsInBreak(bytes);
+    // A read that starts and ends on a whole character (the common case) is decoded on
+    // its own, on the decoder's fast path; the streaming decoder keeps a character split
+    // between reads, and takes the byte-order mark off the stream's start.
+    const text =
+      this.#clean && breaks && this.#started
+        ? WHOLE.decode(bytes)
+        : this.#decoder.decode(bytes, STREAMING);
+    this.#started = true;
     this.#clean = breaks;
-    const text = this.#decoder.decode(bytes, { stream: true });
-    let buffer = this.#buffer === "" ? text : this.#buffer + text;
     // Servers mostly end lines with \n alone: then a literal search finds each boundary.
-    const plain = buffer.indexOf("\r") === -1;
+    const plain = text.indexOf("\r") === -1 && (fresh || this.#buffer.indexOf("\r") === -1);
+    if (fresh && breaks && plain && text.indexOf("\n\n") === text.length - 2)
+      return new SseEvent(text, bytes);
+    let buffer = this.#buffer === "" ? text : this.#buffer + text;
     for (let end = boundaryEnd(buffer, plain); end !== -1; end = boundaryEnd(buffer, plain)) {
       // One event in one read, as servers mostly send them: its bytes go on as they came
       // (ending in a line break, they hold no half of a character the decoder keeps).
@@ -137,6 +173,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
       buffer = buffer.slice(end);
     }
     this.#buffer = buffer;
+    return undefined;
   }
 
   async return(): Promise<IteratorResult<SseEvent>> {
@@ -145,6 +182,11 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     return { done: true, value: undefined };
   }
 }
+
+/** TextDecoder's options for a read that may end inside a character (made once). */
+const STREAMING = { stream: true } as const;
+/** Decodes reads that hold whole characters only; a mark at their start is text. */
+const WHOLE = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /** Where the first event of `buffer` ends (after its blank line), or -1. */
 function boundaryEnd(buffer: string, plain: boolean): number {

@@ -3,6 +3,7 @@ import { VirtualClock } from "../../src/core/clock.ts";
 import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { policy } from "../../src/policy/policy.ts";
 import type { StreamOptions } from "../../src/policy/stream.ts";
+import { CUTS_READS } from "../../src/policy/stream-head.ts";
 import { Run } from "../../src/run/run.ts";
 import { FakeStream, type StreamStep } from "../../src/testing/fake-stream.ts";
 import { drive, driveError, httpError } from "../helpers.ts";
@@ -435,5 +436,99 @@ describe("a stream that succeeds on its first attempt reports what it used", () 
     ]);
     await collect(clock, p.stream(open, { usage, run }));
     expect(run.usage).toEqual({ inputTokens: 10, outputTokens: 2 });
+  });
+});
+
+/** A source that says CUTS_READS: `return()` ends a read still pending (as a stream
+ * reader's cancel does). It gives `chunks`, then stalls until it is closed; a `late` chunk
+ * arrives after the close, which the stream must not take. */
+function cuttingSource(chunks: Chunk[], late?: Chunk) {
+  const state = { returnedWhilePending: 0, reads: 0, closed: false };
+  let pending: ((r: IteratorResult<Chunk>) => void) | undefined;
+  const source: AsyncIterator<Chunk> & { [CUTS_READS]: true } = {
+    [CUTS_READS]: true,
+    next() {
+      state.reads++;
+      const chunk = chunks.shift();
+      if (chunk !== undefined) return Promise.resolve({ done: false, value: chunk });
+      if (state.closed) return Promise.resolve({ done: true, value: undefined });
+      return new Promise((resolve) => {
+        pending = resolve;
+      });
+    },
+    async return() {
+      state.closed = true;
+      if (pending !== undefined) {
+        state.returnedWhilePending++;
+        pending(
+          late === undefined ? { done: true, value: undefined } : { done: false, value: late },
+        );
+        pending = undefined;
+      }
+      return { done: true, value: undefined };
+    },
+  };
+  return { state, open: () => ({ [Symbol.asyncIterator]: () => source }) };
+}
+
+describe("a source whose close ends a pending read (CUTS_READS)", () => {
+  it("a stall is cut by closing the source: idle timeout at its time, the late chunk not taken", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, idleTimeoutMs: 1_000 });
+    const { state, open } = cuttingSource([{ text: "a" }, { text: "b" }], { text: "late" });
+    const { got, error } = await collect(clock, p.stream(open));
+    expect(got.map((c) => c.text)).toEqual(["a", "b"]);
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect((error as BreakwaterError).failure?.code).toBe("idle_timeout");
+    expect(state.returnedWhilePending).toBe(1); // cut by closing it, not left pending
+    expect(clock.now()).toBe(1_000);
+    expect(clock.pending).toBe(0);
+  });
+
+  it("the caller's abort cuts a pending read the same way, with the caller's reason", async () => {
+    const clock = new VirtualClock();
+    const ac = new AbortController();
+    const p = policy({ clock });
+    const { state, open } = cuttingSource([{ text: "a" }]);
+    const s = p.stream(open, { signal: ac.signal });
+    const reading = (async () => {
+      for await (const _ of s);
+    })().catch((e) => e);
+    await clock.advance(10);
+    ac.abort(new DOMException("user left", "AbortError"));
+    const err = await reading;
+    expect((err as Error).name).toBe("AbortError");
+    expect(reasonOf(err)).toBe("cancelled");
+    expect(state.returnedWhilePending).toBe(1);
+    const { EventEmitter } = await import("node:events");
+    expect(EventEmitter.getEventListeners(ac.signal, "abort")).toHaveLength(0);
+  });
+
+  it("a source's own failure is its own, not a cut: a 503 before content is retried", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, deadlineMs: 60_000 });
+    let opens = 0;
+    const open = () => {
+      opens++;
+      if (opens === 2) return cuttingSource([{ text: "ok" }]).open();
+      const failing: AsyncIterator<Chunk> & { [CUTS_READS]: true } = {
+        [CUTS_READS]: true,
+        next: () => Promise.reject(httpError(503)),
+        return: async () => ({ done: true, value: undefined }),
+      };
+      return { [Symbol.asyncIterator]: () => failing };
+    };
+    const s = p.stream(open);
+    const chunks: Chunk[] = [];
+    const reading = (async () => {
+      for await (const c of s) {
+        chunks.push(c);
+        if (c.text === "ok") break;
+      }
+    })();
+    const r = await drive(clock, reading);
+    expect(r.ok).toBe(true);
+    expect(chunks.map((c) => c.text)).toEqual(["ok"]);
+    expect(s.ledger.attempts.map((a) => a.outcome)).toEqual(["failed", "ok"]);
   });
 });

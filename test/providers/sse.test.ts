@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { CUTS_READS } from "../../src/policy/stream-head.ts";
 import { sseEvents } from "../../src/providers/sse.ts";
 
 /** Enough runs to meet a read that ends inside a character right after an event. */
@@ -114,5 +115,42 @@ describe("sseEvents", () => {
       ),
       { numRuns: NUM_RUNS },
     );
+  });
+
+  it("a ReadableStream is read through its reader: closing the events ends a read still pending, so a cut needs no race", async () => {
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        controller = c;
+        c.enqueue(new TextEncoder().encode("data: a\n\n"));
+      },
+    });
+    const events = sseEvents(stream);
+    expect((events as unknown as Record<symbol, unknown>)[CUTS_READS]).toBe(true);
+    expect((await events.next()).value?.data).toBe("a");
+    const pending = events.next(); // nothing more comes
+    await events.return();
+    expect(await pending).toEqual({ done: true, value: undefined });
+    expect(() => controller.enqueue(new Uint8Array(1))).toThrow(); // the body was cancelled
+    // Any other iterable may hold a read it cannot end: it says nothing.
+    const gen = (async function* () {
+      yield new TextEncoder().encode("data: b\n\n");
+    })();
+    expect((sseEvents(gen) as unknown as Record<symbol, unknown>)[CUTS_READS]).toBe(false);
+  });
+
+  it("a byte-order mark is taken off the stream's start only: one that begins a later read is text", async () => {
+    const enc = new TextEncoder();
+    const reads = [enc.encode("\uFEFFdata: a\n\n"), enc.encode("\uFEFFdata: b\n\n")];
+    const raws: string[] = [];
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const r of reads) c.enqueue(r);
+        c.close();
+      },
+    });
+    for await (const e of sseEvents(stream)) raws.push(e.raw);
+    expect(raws).toEqual(["data: a\n\n", "\uFEFFdata: b\n\n"]);
+    expect(raws.join("")).toBe(new TextDecoder().decode(concat(reads)));
   });
 });

@@ -1,0 +1,117 @@
+import type { SseEvent } from "./sse.ts";
+
+/** How a stream handed on ends: what a failure leaves the SDK to read, and the record of a
+ * stream read to its end. */
+export interface Ends {
+  /** The bytes the SDK reads last after a failure (the error event, for the SDK to raise
+   * its own error from), or undefined to fail the body with it. */
+  failed(error: unknown): Promise<Uint8Array | undefined>;
+  /** Told the stream's whole text once it ended (a journaled run records it). */
+  done?: (text: string) => Promise<void>;
+}
+
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
+/**
+ * The events' bytes as they came, from the first content on: the body the SDK reads. Each
+ * read is one event's read of the policy's stream and nothing more: an SDK that iterates
+ * the body (`for await`, as the openai and anthropic SDKs do) reads it straight, with no
+ * stream between; any other reader (`getReader()`, `pipeTo`, a Response made of it) reads
+ * the same through the body as a ReadableStream.
+ */
+export function passThrough(
+  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
+  first: IteratorResult<SseEvent>,
+  ends: Ends,
+): ReadableStream<Uint8Array> {
+  const bytes = new EventBytes(events, first, ends);
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        let r: IteratorResult<Uint8Array>;
+        try {
+          r = await bytes.next();
+        } catch (error) {
+          return controller.error(error);
+        }
+        if (r.done) controller.close();
+        else controller.enqueue(r.value);
+      },
+      cancel: () => bytes.return().then(() => {}),
+    },
+    // Nothing is read before a consumer asks: the iterator below may be the one that reads.
+    { highWaterMark: 0 },
+  );
+  Object.defineProperty(body, Symbol.asyncIterator, {
+    value(): AsyncIterableIterator<Uint8Array> {
+      // Locked as iterating it locks it: a second reader fails as it would.
+      ReadableStream.prototype.getReader.call(body);
+      return bytes;
+    },
+  });
+  return body;
+}
+
+/** The bytes of each event, in order; a failure ends them as `ends` says. */
+class EventBytes implements AsyncIterableIterator<Uint8Array> {
+  readonly #events: AsyncIterator<SseEvent> & { return(): Promise<unknown> };
+  readonly #ends: Ends;
+  #first: IteratorResult<SseEvent> | undefined;
+  /** A failure's last bytes were handed on: nothing follows. */
+  #over = false;
+  /** The text so far, when the end is recorded. */
+  #text = "";
+  readonly #decoder: TextDecoder | undefined;
+  readonly #encoder = new TextEncoder();
+
+  constructor(
+    events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
+    first: IteratorResult<SseEvent>,
+    ends: Ends,
+  ) {
+    this.#events = events;
+    this.#first = first;
+    this.#ends = ends;
+    this.#decoder = ends.done && new TextDecoder();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.#over) return Promise.resolve(DONE);
+    const first = this.#first;
+    if (first === undefined) return this.#events.next().then(this.#onEvent, this.#onError);
+    this.#first = undefined;
+    return Promise.resolve(first).then(this.#onEvent);
+  }
+
+  readonly #onEvent = (
+    r: IteratorResult<SseEvent>,
+  ): IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>> => {
+    if (r.done) return this.#end();
+    const bytes = r.value.bytes ?? this.#encoder.encode(r.value.raw);
+    if (this.#decoder !== undefined) this.#text += this.#decoder.decode(bytes, { stream: true });
+    return { done: false, value: bytes };
+  };
+
+  readonly #onError = async (error: unknown): Promise<IteratorResult<Uint8Array>> => {
+    const last = await this.#ends.failed(error);
+    if (last === undefined) throw error;
+    this.#over = true;
+    return { done: false, value: last };
+  };
+
+  async #end(): Promise<IteratorResult<Uint8Array>> {
+    this.#over = true;
+    if (this.#ends.done !== undefined) await this.#ends.done(this.#text + this.#decoder!.decode());
+    return DONE;
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    this.#over = true;
+    await this.#events.return();
+    return DONE;
+  }
+}

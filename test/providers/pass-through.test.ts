@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import { type Ends, passThrough } from "../../src/providers/pass-through.ts";
+import { SseEvent } from "../../src/providers/sse.ts";
+
+const enc = new TextEncoder();
+
+/** Events as a policy stream hands them on, then `fail` (if given) instead of the end. */
+function events(raws: string[], fail?: unknown) {
+  const seen = { returned: 0 };
+  const list = raws.map((r, i) => new SseEvent(r, i % 2 === 0 ? enc.encode(r) : undefined));
+  let at = 0;
+  const it = {
+    next: async (): Promise<IteratorResult<SseEvent>> => {
+      if (at < list.length) return { done: false, value: list[at++]! };
+      if (fail !== undefined) throw fail;
+      return { done: true, value: undefined };
+    },
+    return: async (): Promise<IteratorResult<SseEvent>> => {
+      seen.returned++;
+      return { done: true, value: undefined };
+    },
+  };
+  return { it, seen };
+}
+
+const RAWS = ["data: a\n\n", "data: é\n\n", "data: 🙂\n\n", "data: [DONE]\n\n"];
+const noFailure: Ends = { failed: async () => undefined };
+
+async function iterate(body: ReadableStream<Uint8Array>): Promise<string> {
+  const dec = new TextDecoder();
+  let text = "";
+  for await (const b of body as unknown as AsyncIterable<Uint8Array>)
+    text += dec.decode(b, { stream: true });
+  return text + dec.decode();
+}
+
+describe("passThrough: the body an SDK reads from the first content on", () => {
+  it("iterated (as the openai and anthropic SDKs read it): every event's bytes, in order, then the end", async () => {
+    const { it: ev } = events(RAWS.slice(1));
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const body = passThrough(ev, first, noFailure);
+    expect(await iterate(body)).toBe(RAWS.join(""));
+    expect(body.locked).toBe(true); // iterating locked it, as it locks any stream
+    expect(() => body.getReader()).toThrow(TypeError);
+  });
+
+  it("read as a ReadableStream (getReader, a Response made of it): the same bytes", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const a = passThrough(events(RAWS.slice(1)).it, first, noFailure);
+    expect(await new Response(a).text()).toBe(RAWS.join(""));
+    const b = passThrough(events(RAWS.slice(1)).it, first, noFailure);
+    const reader = b.getReader();
+    const parts: number[] = [];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(r.value.length);
+    expect(parts).toEqual(RAWS.map((r) => enc.encode(r).length));
+    // Locked by its reader: iterating it now fails as iterating a locked stream does.
+    expect(() => (b as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()).toThrow(
+      TypeError,
+    );
+  });
+
+  it("a consumer that stops (break, cancel) closes the events", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const one = events(RAWS.slice(1));
+    for await (const _ of passThrough(
+      one.it,
+      first,
+      noFailure,
+    ) as unknown as AsyncIterable<unknown>)
+      break;
+    expect(one.seen.returned).toBe(1);
+    const two = events(RAWS.slice(1));
+    await passThrough(two.it, first, noFailure).cancel();
+    expect(two.seen.returned).toBe(1);
+  });
+
+  it("a failure with last bytes (an error event) hands them on, then ends; without, the read rejects with it", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const boom = new Error("cut");
+    const errorEvent = 'data: {"error":{"message":"overloaded"}}\n\n';
+    const told: unknown[] = [];
+    const ends: Ends = {
+      failed: async (e) => {
+        told.push(e);
+        return enc.encode(errorEvent);
+      },
+    };
+    expect(await iterate(passThrough(events(["data: b\n\n"], boom).it, first, ends))).toBe(
+      `${RAWS[0]}data: b\n\n${errorEvent}`,
+    );
+    expect(await new Response(passThrough(events([], boom).it, first, ends)).text()).toBe(
+      RAWS[0]! + errorEvent,
+    );
+    expect(told).toEqual([boom, boom]);
+    await expect(iterate(passThrough(events([], boom).it, first, noFailure))).rejects.toBe(boom);
+    await expect(
+      new Response(passThrough(events([], boom).it, first, noFailure)).text(),
+    ).rejects.toBe(boom);
+  });
+
+  it("a stream read to its end is told whole, characters split between events included", async () => {
+    const texts: string[] = [];
+    const ends: Ends = { failed: async () => undefined, done: async (t) => void texts.push(t) };
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    await iterate(passThrough(events(RAWS.slice(1)).it, first, ends));
+    const bytes = enc.encode("data: 日本\n\n");
+    const halves = [
+      new SseEvent("", bytes.subarray(0, 7)), // ends inside 日
+      new SseEvent("", bytes.subarray(7)),
+    ];
+    let i = 0;
+    const split = {
+      next: async (): Promise<IteratorResult<SseEvent>> =>
+        i < halves.length ? { done: false, value: halves[i++]! } : { done: true, value: undefined },
+      return: async (): Promise<IteratorResult<SseEvent>> => ({ done: true, value: undefined }),
+    };
+    await iterate(passThrough(split, first, ends));
+    expect(texts).toEqual([RAWS.join(""), `${RAWS[0]}data: 日本\n\n`]);
+  });
+});
