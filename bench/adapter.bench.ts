@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import { policy } from "../src/policy/policy.ts";
 import { withBreakwater } from "../src/providers/openai.ts";
-import { type Case, measure, report } from "./harness.ts";
+import { type Case, measure, perUnit, report } from "./harness.ts";
 
 const CHUNKS = 2_000;
 
@@ -81,10 +81,7 @@ export async function benchAdapter(): Promise<void> {
       },
     },
   ];
-  const perChunk = (await measure(streams, 4, 9)).map((r) => ({
-    name: r.name,
-    nsPerOp: r.nsPerOp / CHUNKS,
-  }));
+  const perChunk = perUnit(await measure(streams, 6, 41), CHUNKS);
   report(
     `openai chat stream through the fetch layer, per chunk (${CHUNKS} chunks, no network)`,
     perChunk,

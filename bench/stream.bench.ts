@@ -1,5 +1,5 @@
 import { policy } from "../src/policy/policy.ts";
-import { type Case, measure, report } from "./harness.ts";
+import { type Case, measure, perUnit, report } from "./harness.ts";
 
 /** A raw async stream of `n` small chunks, like an SDK's. */
 async function* raw(n: number) {
@@ -40,9 +40,6 @@ export async function benchStream(): Promise<void> {
       },
     },
   ];
-  const results = (await measure(cases, 3, 11)).map((r) => ({
-    name: r.name,
-    nsPerOp: r.nsPerOp / N,
-  }));
+  const results = perUnit(await measure(cases, 3, 11), N);
   report(`per-chunk cost, ${N} small chunks (median of 11 rounds)`, results, "raw stream");
 }

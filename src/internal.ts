@@ -21,6 +21,6 @@ export {
 } from "./core/validate.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";
-export { CUTS_READS } from "./policy/stream-head.ts";
+export { CUTS_READS, PULL, type Pull, type Pullable, pullable } from "./policy/stream-head.ts";
 export type { CallSlot } from "./run/calls.ts";
 export { journaled } from "./run/internal.ts";

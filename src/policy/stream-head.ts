@@ -22,6 +22,26 @@ export function cutsReads(source: AsyncIterator<unknown>): boolean {
   return (source as { [CUTS_READS]?: unknown })[CUTS_READS] === true;
 }
 
+/** Read by an iterator that can be read with no promise of its own: `[PULL](ok, fail)`
+ * reads once and calls back (now or later), `ok` with what `next()` would have given or
+ * `fail` with what it would have rejected with, once. Layers that read each other this way
+ * (a body's bytes, their events, the policy's stream) cost one promise a read, the
+ * outermost reader's, instead of one a layer: a promise settled is a turn of the queue. */
+export const PULL: unique symbol = Symbol.for("breakwater.pull");
+
+/** One read, called back. */
+export type Pull<T> = (ok: (r: IteratorResult<T>) => void, fail: (error: unknown) => void) => void;
+
+/** An iterator that can be read by `PULL`. */
+export interface Pullable<T> extends AsyncIterator<T> {
+  [PULL]: Pull<T>;
+}
+
+/** Whether `it` can be read by `PULL`. */
+export function pullable<T>(it: AsyncIterator<T>): it is Pullable<T> {
+  return typeof (it as { [PULL]?: unknown })[PULL] === "function";
+}
+
 /**
  * Opens `a`'s stream and reads it until its first content chunk (or its end): a hedge race
  * is decided on it (rule 21). Nothing is shown to the consumer here, and no per-chunk hook

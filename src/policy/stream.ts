@@ -11,7 +11,16 @@ import { Call, type FailOptions } from "./call.ts";
 import { hedged } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { closeIterator, closeLate, cutsReads, type Head, readHead } from "./stream-head.ts";
+import {
+  closeIterator,
+  closeLate,
+  cutsReads,
+  type Head,
+  PULL,
+  type Pullable,
+  pullable,
+  readHead,
+} from "./stream-head.ts";
 import {
   type OpenStream,
   type ResolvedStream,
@@ -80,6 +89,8 @@ class Reading<C> {
   source: AsyncIterator<C> | undefined;
   /** The source's `return()` ends a pending read at once (see CUTS_READS). */
   cuts = false;
+  /** The source can be read by PULL. */
+  pulls = false;
   contentSeen = false;
   lastChunkAt = 0;
   /** Chunks held back: before the first content, or all of them (buffer mode). */
@@ -187,6 +198,56 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     source.next().then(this.#onRaced, this.#onRacedError);
     return read;
   }
+
+  /**
+   * `next()` with no promise of its own (see PULL), where no race is needed (nothing can
+   * cut the read, or its source ends a read when closed); else `next()`, called back.
+   */
+  [PULL](ok: (r: IteratorResult<C>) => void, fail: (error: unknown) => void): void {
+    const r = this.#r;
+    const source = r?.source;
+    const a = r?.attempt;
+    if (source === undefined || r!.outAt < r!.out.length || this.#finished || a!.aborted) {
+      this.#slow(undefined).then(ok, fail);
+      return;
+    }
+    if (a!.abortable) {
+      if (!r!.cuts) return void this.next().then(ok, fail);
+      this.#inRead = true;
+    }
+    this.#pulls = { ok, fail, step: this.#onCut, error: this.#onCutError };
+    if (r!.pulls) (source as Pullable<C>)[PULL](this.#onPulled, this.#onPullFailed);
+    else source.next().then(this.#onPulled, this.#onPullFailed);
+  }
+
+  /** The read PULL made: who is told, and the attempt's handlers it was made under. */
+  #pulls:
+    | {
+        ok: (r: IteratorResult<C>) => void;
+        fail: (error: unknown) => void;
+        step: (r: IteratorResult<C>) => IteratorResult<C> | Promise<IteratorResult<C>>;
+        error: (e: unknown) => Promise<IteratorResult<C>>;
+      }
+    | undefined;
+
+  readonly #onPulled = (read: IteratorResult<C>): void => {
+    const p = this.#pulls!;
+    this.#pulls = undefined;
+    let out: IteratorResult<C> | Promise<IteratorResult<C>>;
+    try {
+      out = p.step(read);
+    } catch (error) {
+      return p.fail(error);
+    }
+    if (out instanceof Promise) out.then(p.ok, p.fail);
+    else p.ok(out);
+  };
+
+  readonly #onPullFailed = (error: unknown): void => {
+    const p = this.#pulls!;
+    this.#pulls = undefined;
+    p.error(error).then(p.ok, p.fail);
+  };
 
   #pendingRead: ((r: IteratorResult<C> | Promise<IteratorResult<C>>) => void) | undefined;
   readonly #holdRead = (resolve: (r: IteratorResult<C> | Promise<IteratorResult<C>>) => void) => {
@@ -402,6 +463,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       const iterable = await a.race(opening);
       r.source = iterable[Symbol.asyncIterator]();
       r.cuts = cutsReads(r.source);
+      r.pulls = pullable(r.source);
       this.#grip.source = r.source;
     } catch (error) {
       closeLate(opening);

@@ -1,3 +1,4 @@
+import { PULL, type Pullable, pullable } from "../internal.ts";
 import type { SseEvent } from "./sse.ts";
 
 /** How a stream handed on ends: what a failure leaves the SDK to read, and the record of a
@@ -82,10 +83,41 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   next(): Promise<IteratorResult<Uint8Array>> {
     if (this.#over) return Promise.resolve(DONE);
     const first = this.#first;
-    if (first === undefined) return this.#events.next().then(this.#onEvent, this.#onError);
-    this.#first = undefined;
-    return Promise.resolve(first).then(this.#onEvent);
+    if (first !== undefined) {
+      this.#first = undefined;
+      return Promise.resolve(first).then(this.#onEvent);
+    }
+    if (!pullable(this.#events)) return this.#events.next().then(this.#onEvent, this.#onError);
+    // The one promise of this read: the layers below call back (see PULL).
+    return new Promise(this.#pull);
   }
+
+  #resolve:
+    | ((r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void)
+    | undefined;
+
+  readonly #pull = (
+    resolve: (r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void,
+  ): void => {
+    this.#resolve = resolve;
+    (this.#events as Pullable<SseEvent>)[PULL](this.#onPulled, this.#onPullFailed);
+  };
+
+  readonly #onPulled = (r: IteratorResult<SseEvent>): void => {
+    const resolve = this.#resolve!;
+    this.#resolve = undefined;
+    try {
+      resolve(this.#onEvent(r));
+    } catch (error) {
+      resolve(Promise.reject(error));
+    }
+  };
+
+  readonly #onPullFailed = (error: unknown): void => {
+    const resolve = this.#resolve!;
+    this.#resolve = undefined;
+    resolve(this.#onError(error));
+  };
 
   readonly #onEvent = (
     r: IteratorResult<SseEvent>,

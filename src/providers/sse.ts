@@ -1,4 +1,4 @@
-import { CUTS_READS } from "../internal.ts";
+import { CUTS_READS, PULL } from "../internal.ts";
 
 /**
  * One server-sent event as it came over the wire: its raw text (passed on verbatim, so the
@@ -56,6 +56,8 @@ export class SseEvent {
   }
 }
 
+const DONE: IteratorResult<SseEvent> = { done: true, value: undefined };
+
 /** The end of an event: a blank line in any of the three line-break styles SSE allows. */
 const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
 
@@ -108,9 +110,42 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
 
   next(): Promise<IteratorResult<SseEvent>> {
     if (this.#at < this.#ready.length) return Promise.resolve(this.#take());
-    if (this.#done) return Promise.resolve({ done: true, value: undefined });
+    if (this.#done) return Promise.resolve(DONE);
     return this.#source.next().then(this.#onRead);
   }
+
+  /** `next()` with no promise of its own (see PULL): one read of the body a turn. */
+  [PULL](ok: (r: IteratorResult<SseEvent>) => void, fail: (error: unknown) => void): void {
+    if (this.#at < this.#ready.length) return ok(this.#take());
+    if (this.#done) return ok(DONE);
+    this.#ok = ok;
+    this.#fail = fail;
+    this.#source.next().then(this.#onPulled, this.#onPullFailed);
+  }
+
+  #ok: ((r: IteratorResult<SseEvent>) => void) | undefined;
+  #fail: ((error: unknown) => void) | undefined;
+
+  readonly #onPulled = (r: IteratorResult<Uint8Array>): void => {
+    let out: IteratorResult<SseEvent> | undefined;
+    try {
+      out = this.#fromRead(r);
+    } catch (error) {
+      return this.#onPullFailed(error);
+    }
+    if (out === undefined) this.#source.next().then(this.#onPulled, this.#onPullFailed);
+    else {
+      const ok = this.#ok!;
+      this.#ok = this.#fail = undefined;
+      ok(out);
+    }
+  };
+
+  readonly #onPullFailed = (error: unknown): void => {
+    const fail = this.#fail!;
+    this.#ok = this.#fail = undefined;
+    fail(error);
+  };
 
   #take(): IteratorResult<SseEvent> {
     const e = this.#ready[this.#at++]!;
@@ -129,19 +164,23 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   /** One network read: the next event, or another read when it held no whole event. */
   readonly #onRead = (
     r: IteratorResult<Uint8Array>,
-  ): IteratorResult<SseEvent> | Promise<IteratorResult<SseEvent>> => {
+  ): IteratorResult<SseEvent> | Promise<IteratorResult<SseEvent>> =>
+    this.#fromRead(r) ?? this.#source.next().then(this.#onRead);
+
+  /** The next event a network read gives, or undefined when it held no whole one. */
+  #fromRead(r: IteratorResult<Uint8Array>): IteratorResult<SseEvent> | undefined {
     if (r.done) return this.#end();
     const one = this.#split(r.value);
     if (one !== undefined) return this.#give(one);
     if (this.#at < this.#ready.length) return this.#take();
-    return this.#source.next().then(this.#onRead);
-  };
+    return undefined;
+  }
 
   #end(): IteratorResult<SseEvent> {
     this.#done = true;
     const rest = this.#buffer + this.#decoder.decode();
     this.#buffer = "";
-    if (rest === "") return { done: true, value: undefined };
+    if (rest === "") return DONE;
     return this.#give(new SseEvent(rest));
   }
 

@@ -3,7 +3,7 @@ import { VirtualClock } from "../../src/core/clock.ts";
 import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { policy } from "../../src/policy/policy.ts";
 import type { StreamOptions } from "../../src/policy/stream.ts";
-import { CUTS_READS } from "../../src/policy/stream-head.ts";
+import { CUTS_READS, PULL, type Pullable } from "../../src/policy/stream-head.ts";
 import { Run } from "../../src/run/run.ts";
 import { FakeStream, type StreamStep } from "../../src/testing/fake-stream.ts";
 import { drive, driveError, httpError } from "../helpers.ts";
@@ -440,9 +440,9 @@ describe("a stream that succeeds on its first attempt reports what it used", () 
 });
 
 /** A source that says CUTS_READS: `return()` ends a read still pending (as a stream
- * reader's cancel does). It gives `chunks`, then stalls until it is closed; a `late` chunk
- * arrives after the close, which the stream must not take. */
-function cuttingSource(chunks: Chunk[], late?: Chunk) {
+ * reader's cancel does). It gives `chunks`, then ends (`ends`) or stalls until it is
+ * closed; a `late` chunk arrives after the close, which the stream must not take. */
+function cuttingSource(chunks: Chunk[], late?: Chunk, ends = false) {
   const state = { returnedWhilePending: 0, reads: 0, closed: false };
   let pending: ((r: IteratorResult<Chunk>) => void) | undefined;
   const source: AsyncIterator<Chunk> & { [CUTS_READS]: true } = {
@@ -451,7 +451,7 @@ function cuttingSource(chunks: Chunk[], late?: Chunk) {
       state.reads++;
       const chunk = chunks.shift();
       if (chunk !== undefined) return Promise.resolve({ done: false, value: chunk });
-      if (state.closed) return Promise.resolve({ done: true, value: undefined });
+      if (state.closed || ends) return Promise.resolve({ done: true, value: undefined });
       return new Promise((resolve) => {
         pending = resolve;
       });
@@ -530,5 +530,79 @@ describe("a source whose close ends a pending read (CUTS_READS)", () => {
     expect(r.ok).toBe(true);
     expect(chunks.map((c) => c.text)).toEqual(["ok"]);
     expect(s.ledger.attempts.map((a) => a.outcome)).toEqual(["failed", "ok"]);
+  });
+});
+
+/** What `reading` resolves with, the clock driven until it does. */
+async function driven<T>(clock: VirtualClock, reading: Promise<T>): Promise<T> {
+  const r = await drive(clock, reading);
+  if (!r.ok) throw r.error;
+  return r.value;
+}
+
+/** Reads a stream by PULL to its end: the chunks, and the error it ended with. */
+function pullAll<C>(it: AsyncIterator<C>): Promise<{ got: C[]; error: unknown }> {
+  const got: C[] = [];
+  return new Promise((resolve) => {
+    const ok = (r: IteratorResult<C>) => {
+      if (r.done) return resolve({ got, error: undefined });
+      got.push(r.value);
+      (it as Pullable<C>)[PULL](ok, fail);
+    };
+    const fail = (error: unknown) => resolve({ got, error });
+    (it as Pullable<C>)[PULL](ok, fail);
+  });
+}
+
+/** `cuttingSource`, readable by PULL too; `pulls` counts the reads that came that way. */
+function pullingSource(chunks: Chunk[], late?: Chunk, ends = false) {
+  const inner = cuttingSource(chunks, late, ends);
+  const it = inner.open()[Symbol.asyncIterator]();
+  const counts = { pulls: 0 };
+  const source = Object.assign(it, {
+    [PULL](ok: (r: IteratorResult<Chunk>) => void, fail: (e: unknown) => void) {
+      counts.pulls++;
+      it.next().then(ok, fail);
+    },
+  });
+  return { ...inner, counts, open: () => ({ [Symbol.asyncIterator]: () => source }) };
+}
+
+describe("PULL: a stream read by callback, with no promise a read", () => {
+  it("reads every chunk and ends as next() would, through a source read by PULL too", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock });
+    const chunks = [{ text: "a" }, { text: "b", usage: { in: 3, out: 2 } }];
+    const { counts, open } = pullingSource(chunks, undefined, true);
+    const s = p.stream(open, { usage });
+    const { got, error } = await pullAll(s);
+    expect(error).toBeUndefined();
+    expect(got.map((c) => c.text)).toEqual(["a", "b"]);
+    expect(counts.pulls).toBe(2); // after the first (opening) read, by PULL, not next()
+    expect((await s.done).usage).toEqual({ inputTokens: 3, outputTokens: 2 });
+  });
+
+  it("an idle stall is cut by closing the source: the timeout's failure, the late chunk not taken", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, idleTimeoutMs: 1_000 });
+    const { state, counts, open } = pullingSource([{ text: "a" }], { text: "late" });
+    const reading = pullAll(p.stream(open));
+    const { got, error } = await driven(clock, reading);
+    expect(got.map((c) => c.text)).toEqual(["a"]);
+    expect((error as BreakwaterError).failure?.code).toBe("idle_timeout");
+    expect(state.returnedWhilePending).toBe(1);
+    expect(counts.pulls).toBe(1); // the read the stall held
+    expect(clock.pending).toBe(0);
+  });
+
+  it("a source that cannot end a pending read is raced, read by PULL or not: a stall meets the deadline", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, deadlineMs: 500 });
+    const { open } = provider(clock, [[t("a"), { stall: true }]]);
+    const reading = pullAll(p.stream(open));
+    const { got, error } = await driven(clock, reading);
+    expect(got.map((c) => c.text)).toEqual(["a"]);
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect(clock.now()).toBe(500);
   });
 });

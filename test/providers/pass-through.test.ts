@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { PULL } from "../../src/policy/stream-head.ts";
 import { type Ends, passThrough } from "../../src/providers/pass-through.ts";
 import { SseEvent } from "../../src/providers/sse.ts";
 
@@ -116,5 +117,31 @@ describe("passThrough: the body an SDK reads from the first content on", () => {
     };
     await iterate(passThrough(split, first, ends));
     expect(texts).toEqual([RAWS.join(""), `${RAWS[0]}data: 日本\n\n`]);
+  });
+
+  it("events readable by PULL are read that way: the same bytes, a failure's last bytes after them", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const make = (fail?: unknown) => {
+      const { it } = events(RAWS.slice(1), fail);
+      return Object.assign(
+        {
+          next: () => Promise.reject(new Error("read by next()")),
+          return: it.return,
+        },
+        {
+          [PULL](ok: (r: IteratorResult<SseEvent>) => void, no: (e: unknown) => void) {
+            it.next().then(ok, no);
+          },
+        },
+      );
+    };
+    expect(await iterate(passThrough(make(), first, noFailure))).toBe(RAWS.join(""));
+    const last = enc.encode("data: last\n\n");
+    const ends: Ends = { failed: async () => last };
+    expect(await iterate(passThrough(make(new Error("cut")), first, ends))).toBe(
+      `${RAWS.join("")}data: last\n\n`,
+    );
+    const boom = new Error("boom");
+    await expect(iterate(passThrough(make(boom), first, noFailure))).rejects.toBe(boom);
   });
 });

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CUTS_READS } from "../../src/policy/stream-head.ts";
-import { sseEvents } from "../../src/providers/sse.ts";
+import { CUTS_READS, PULL, type Pullable } from "../../src/policy/stream-head.ts";
+import { type SseEvent, sseEvents } from "../../src/providers/sse.ts";
 
 /** Enough runs to meet a read that ends inside a character right after an event. */
 const NUM_RUNS = Number(process.env.SSE_RUNS ?? 1_000);
@@ -152,5 +152,33 @@ describe("sseEvents", () => {
     for await (const e of sseEvents(stream)) raws.push(e.raw);
     expect(raws).toEqual(["data: a\n\n", "\uFEFFdata: b\n\n"]);
     expect(raws.join("")).toBe(new TextDecoder().decode(concat(reads)));
+  });
+
+  it("property: read by PULL (a callback a read), the events are the ones next() gives", async () => {
+    const piece = fc.constantFrom("é", "🙂", "\n", "\r\n", "\n\n", "\r\r", "data: ", "x");
+    const read = async (events: AsyncIterator<SseEvent>, byPull: boolean) => {
+      const out: [string, number | undefined][] = [];
+      for (;;) {
+        const r = byPull
+          ? await new Promise<IteratorResult<SseEvent>>((ok, fail) =>
+              (events as Pullable<SseEvent>)[PULL](ok, fail),
+            )
+          : await events.next();
+        if (r.done) return out;
+        out.push([r.value.raw, r.value.bytes?.length]);
+      }
+    };
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(piece, { maxLength: 30 }),
+        fc.array(fc.nat(200), { maxLength: 12 }),
+        async (pieces, cuts) => {
+          const bytes = new TextEncoder().encode(pieces.join(""));
+          const byNext = await read(sseEvents(body(bytes, cuts)), false);
+          expect(await read(sseEvents(body(bytes, cuts)), true)).toEqual(byNext);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
