@@ -237,7 +237,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     try {
       out = p.step(read);
     } catch (error) {
-      return p.fail(error);
+      p.fail(error);
+      return;
     }
     if (out instanceof Promise) out.then(p.ok, p.fail);
     else p.ok(out);

@@ -116,8 +116,14 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
 
   /** `next()` with no promise of its own (see PULL): one read of the body a turn. */
   [PULL](ok: (r: IteratorResult<SseEvent>) => void, fail: (error: unknown) => void): void {
-    if (this.#at < this.#ready.length) return ok(this.#take());
-    if (this.#done) return ok(DONE);
+    if (this.#at < this.#ready.length) {
+      ok(this.#take());
+      return;
+    }
+    if (this.#done) {
+      ok(DONE);
+      return;
+    }
     this.#ok = ok;
     this.#fail = fail;
     this.#source.next().then(this.#onPulled, this.#onPullFailed);
@@ -131,7 +137,8 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     try {
       out = this.#fromRead(r);
     } catch (error) {
-      return this.#onPullFailed(error);
+      this.#onPullFailed(error);
+      return;
     }
     if (out === undefined) this.#source.next().then(this.#onPulled, this.#onPullFailed);
     else {
