@@ -200,8 +200,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   /**
-   * `next()` with no promise of its own (see PULL), where no race is needed (nothing can
-   * cut the read, or its source ends a read when closed); else `next()`, called back.
+   * @internal `next()` with no promise of its own (see PULL), where no race is needed
+   * (nothing can cut the read, or its source ends a read when closed); else `next()`,
+   * called back.
    */
   [PULL](ok: (r: IteratorResult<C>) => void, fail: (error: unknown) => void): void {
     const r = this.#r;
@@ -211,10 +212,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#slow(undefined).then(ok, fail);
       return;
     }
-    if (a!.abortable) {
-      if (!r!.cuts) return void this.next().then(ok, fail);
-      this.#inRead = true;
+    // Raced reads, and a read over another (PULL holds one at a time): by next().
+    if ((a!.abortable && !r!.cuts) || this.#pulls !== undefined) {
+      this.next().then(ok, fail);
+      return;
     }
+    if (a!.abortable) this.#inRead = true;
     this.#pulls = { ok, fail, step: this.#onCut, error: this.#onCutError };
     if (r!.pulls) (source as Pullable<C>)[PULL](this.#onPulled, this.#onPullFailed);
     else source.next().then(this.#onPulled, this.#onPullFailed);
@@ -263,6 +266,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #onCutError: (e: unknown) => Promise<IteratorResult<C>> = (e) => this.#onReadError(e);
 
   readonly #onRead = (r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> => {
+    // A read that settles after the consumer left (closing a source that cuts reads ends
+    // the read it held): the stream is over, and nothing is booked twice.
+    if (this.#finished) return { done: true, value: undefined };
     let step: IteratorResult<C> | Pending;
     try {
       step = this.#step(this.#r!, r);
@@ -274,7 +280,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   };
 
   readonly #onReadError = (error: unknown): Promise<IteratorResult<C>> =>
-    this.#slow({ failed: error });
+    this.#finished
+      ? Promise.resolve({ done: true, value: undefined })
+      : this.#slow({ failed: error });
 
   /** Everything that is not the fast path; finishes the stream on any error it throws. */
   async #slow(pending: Pending | undefined): Promise<IteratorResult<C>> {

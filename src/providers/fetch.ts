@@ -574,10 +574,11 @@ function eitherMark(dialect: Dialect | undefined): RegExp | undefined {
   if (eithers.has(dialect)) return eithers.get(dialect);
   const { usage, error } = dialect.marks ?? {};
   const flags = usage?.flags.replace(/[gy]/g, "");
-  const made =
-    usage !== undefined && error !== undefined && flags === error.flags.replace(/[gy]/g, "")
-      ? new RegExp(`${usage.source}|${error.source}`, flags)
-      : undefined;
+  let made: RegExp | undefined;
+  if (usage !== undefined && error !== undefined && flags === error.flags.replace(/[gy]/g, ""))
+    try {
+      made = new RegExp(`${usage.source}|${error.source}`, flags);
+    } catch {} // the same group name in both (V8 before 12.5): each is tested alone
   eithers.set(dialect, made);
   return made;
 }
@@ -589,8 +590,8 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
   const either = eitherMark(dialect);
-  // The last event neither mark matched (`inspect` reads each event before `usage` does):
-  // one scan of its text, not two.
+  // The last event neither mark matched (the stream runs `inspect` on a chunk before
+  // `usage`): one scan of its text, not two.
   let quiet: SseEvent | undefined;
   const raw = c.outgoing.init.body;
   const continuing =

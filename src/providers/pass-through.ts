@@ -45,21 +45,31 @@ export function passThrough(
   );
   Object.defineProperty(body, Symbol.asyncIterator, {
     value(): AsyncIterableIterator<Uint8Array> {
-      // Locked as iterating it locks it: a second reader fails as it would.
-      ReadableStream.prototype.getReader.call(body);
+      // Locked as iterating it locks it: a second reader fails as it would. Once the bytes
+      // end, the body is cancelled through that reader (nothing is left to read), so the
+      // Response reads as used, as after any iteration.
+      const reader = ReadableStream.prototype.getReader.call(body) as ReadableStreamDefaultReader;
+      bytes.over = () => {
+        reader.cancel().then(() => reader.releaseLock(), noop);
+      };
       return bytes;
     },
   });
   return body;
 }
 
+const noop = () => {};
+
 /** The bytes of each event, in order; a failure ends them as `ends` says. */
 class EventBytes implements AsyncIterableIterator<Uint8Array> {
   readonly #events: AsyncIterator<SseEvent> & { return(): Promise<unknown> };
   readonly #ends: Ends;
   #first: IteratorResult<SseEvent> | undefined;
-  /** A failure's last bytes were handed on: nothing follows. */
+  /** Nothing follows: the end came, a failure's last bytes were handed on, or the
+   * consumer left. */
   #over = false;
+  /** The failure the bytes ended with, when it left nothing to read. */
+  #failed: { error: unknown } | undefined;
   /** The text so far, when the end is recorded. */
   #text = "";
   readonly #decoder: TextDecoder | undefined;
@@ -80,7 +90,11 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
     return this;
   }
 
+  /** Told once, when the bytes are over (an end, a failure, the consumer gone). */
+  over: () => void = noop;
+
   next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.#failed !== undefined) return Promise.reject(this.#failed.error);
     if (this.#over) return Promise.resolve(DONE);
     const first = this.#first;
     if (first !== undefined) {
@@ -88,13 +102,21 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
       return Promise.resolve(first).then(this.#onEvent);
     }
     if (!pullable(this.#events)) return this.#events.next().then(this.#onEvent, this.#onError);
+    // A read over one still pending waits for it: the reads below hold one at a time.
+    if (this.#resolve !== undefined) {
+      const after = () => this.next();
+      return this.#pending!.then(after, after);
+    }
     // The one promise of this read: the layers below call back (see PULL).
-    return new Promise(this.#pull);
+    this.#pending = new Promise(this.#pull);
+    return this.#pending;
   }
 
+  /** The read PULL made, while it is under way. */
   #resolve:
     | ((r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void)
     | undefined;
+  #pending: Promise<IteratorResult<Uint8Array>> | undefined;
 
   readonly #pull = (
     resolve: (r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void,
@@ -130,20 +152,33 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
 
   readonly #onError = async (error: unknown): Promise<IteratorResult<Uint8Array>> => {
     const last = await this.#ends.failed(error);
-    if (last === undefined) throw error;
-    this.#over = true;
+    this.#close();
+    // Without last bytes the failure is the body's: every read after it fails the same.
+    if (last === undefined) {
+      this.#failed = { error };
+      throw error;
+    }
     return { done: false, value: last };
   };
 
   async #end(): Promise<IteratorResult<Uint8Array>> {
-    this.#over = true;
-    if (this.#ends.done !== undefined) await this.#ends.done(this.#text + this.#decoder!.decode());
+    // An end that comes after the consumer left is no whole answer: it is not recorded.
+    const record = !this.#over && this.#ends.done !== undefined;
+    this.#close();
+    if (record) await this.#ends.done!(this.#text + this.#decoder!.decode());
     return DONE;
   }
 
-  async return(): Promise<IteratorResult<Uint8Array>> {
+  #close(): void {
+    if (this.#over) return;
     this.#over = true;
-    await this.#events.return();
+    this.over();
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    const open = !this.#over;
+    this.#close();
+    if (open) await this.#events.return();
     return DONE;
   }
 }

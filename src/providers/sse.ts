@@ -164,7 +164,14 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
   }
 
   #give(e: SseEvent): IteratorResult<SseEvent> {
-    if (this.#look?.(e) === true) this.#look = undefined;
+    if (this.#look !== undefined) {
+      // A look that throws (a dialect's reader) stops looking; the stream goes on.
+      let seen = true;
+      try {
+        seen = this.#look(e);
+      } catch {}
+      if (seen) this.#look = undefined;
+    }
     return { done: false, value: e };
   }
 
@@ -208,7 +215,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     this.#clean = breaks;
     // Servers mostly end lines with \n alone: then a literal search finds each boundary.
     const plain = text.indexOf("\r") === -1 && (fresh || this.#buffer.indexOf("\r") === -1);
-    if (fresh && breaks && plain && text.indexOf("\n\n") === text.length - 2)
+    if (fresh && breaks && plain && text.length >= 2 && text.indexOf("\n\n") === text.length - 2)
       return new SseEvent(text, bytes);
     let buffer = this.#buffer === "" ? text : this.#buffer + text;
     for (let end = boundaryEnd(buffer, plain); end !== -1; end = boundaryEnd(buffer, plain)) {

@@ -606,3 +606,23 @@ describe("PULL: a stream read by callback, with no promise a read", () => {
     expect(clock.now()).toBe(500);
   });
 });
+
+describe("a consumer that leaves while a read of a source that cuts reads is pending", () => {
+  it("ends the stream once: one attempt booked ok, one success heard", async () => {
+    const clock = new VirtualClock();
+    let successes = 0;
+    const p = policy({ clock, onSuccess: () => void successes++ });
+    const { state, open } = cuttingSource([{ text: "a" }]);
+    const ac = new AbortController(); // abortable: the read is cut by closing, not raced
+    const s = p.stream(open, { signal: ac.signal });
+    expect((await s.next()).value?.text).toBe("a");
+    const pending = s.next(); // stalls: nothing more comes
+    await s.return();
+    expect(await pending).toEqual({ done: true, value: undefined });
+    expect(state.closed).toBe(true);
+    await new Promise((r) => setImmediate(r));
+    expect(s.ledger.attempts.map((a) => a.outcome)).toEqual(["ok"]);
+    expect(successes).toBe(1);
+    expect(await s.done).toMatchObject({ stopped: true });
+  });
+});

@@ -36,13 +36,22 @@ async function iterate(body: ReadableStream<Uint8Array>): Promise<string> {
 }
 
 describe("passThrough: the body an SDK reads from the first content on", () => {
-  it("iterated (as the openai and anthropic SDKs read it): every event's bytes, in order, then the end", async () => {
+  it("iterated (as the openai and anthropic SDKs read it): every event's bytes, in order, then the end; the body reads as used", async () => {
     const { it: ev } = events(RAWS.slice(1));
     const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
-    const body = passThrough(ev, first, noFailure);
-    expect(await iterate(body)).toBe(RAWS.join(""));
-    expect(body.locked).toBe(true); // iterating locked it, as it locks any stream
+    const res = new Response(passThrough(ev, first, noFailure));
+    const body = res.body!;
+    const iterator = (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+    expect(body.locked).toBe(true); // as iterating any stream locks it
     expect(() => body.getReader()).toThrow(TypeError);
+    const dec = new TextDecoder();
+    let text = "";
+    for (let r = await iterator.next(); !r.done; r = await iterator.next())
+      text += dec.decode(r.value, { stream: true });
+    expect(text).toBe(RAWS.join(""));
+    await new Promise((r) => setImmediate(r));
+    expect(res.bodyUsed).toBe(true);
+    await expect(res.text()).rejects.toThrow(TypeError);
   });
 
   it("read as a ReadableStream (getReader, a Response made of it): the same bytes", async () => {
@@ -143,5 +152,56 @@ describe("passThrough: the body an SDK reads from the first content on", () => {
     );
     const boom = new Error("boom");
     await expect(iterate(passThrough(make(boom), first, noFailure))).rejects.toBe(boom);
+  });
+
+  it("a consumer that leaves mid-read: the read ends, nothing is recorded as a whole answer", async () => {
+    const texts: string[] = [];
+    const ends: Ends = { failed: async () => undefined, done: async (t) => void texts.push(t) };
+    let release: (() => void) | undefined;
+    const stalled = {
+      // Stalls until closed, then ends (as a reader's cancel ends its pending read).
+      next: () =>
+        new Promise<IteratorResult<SseEvent>>((resolve) => {
+          release = () => resolve({ done: true, value: undefined });
+        }),
+      return: async (): Promise<IteratorResult<SseEvent>> => {
+        release?.();
+        return { done: true, value: undefined };
+      },
+    };
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const it = (passThrough(stalled, first, ends) as unknown as AsyncIterable<Uint8Array>)[
+      Symbol.asyncIterator
+    ]();
+    await it.next();
+    const pending = it.next();
+    await it.return?.();
+    expect(await pending).toEqual({ done: true, value: undefined });
+    expect(texts).toEqual([]);
+  });
+
+  it("reads asked for before the last one settled come in order; a failure with nothing to hand on fails every read after it", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const pull = Object.assign(events(RAWS.slice(1)).it, {
+      [PULL](ok: (r: IteratorResult<SseEvent>) => void, no: (e: unknown) => void) {
+        setImmediate(() => pull.next().then(ok, no)); // each read answers later
+      },
+    });
+    const it = (passThrough(pull, first, noFailure) as unknown as AsyncIterable<Uint8Array>)[
+      Symbol.asyncIterator
+    ]();
+    const reads = await Promise.all([it.next(), it.next(), it.next(), it.next(), it.next()]);
+    const dec = new TextDecoder();
+    expect(reads.map((r) => (r.done ? "end" : dec.decode(r.value)))).toEqual([...RAWS, "end"]);
+    const boom = new Error("boom");
+    const texts: string[] = [];
+    const ends: Ends = { failed: async () => undefined, done: async (t) => void texts.push(t) };
+    const failing = (
+      passThrough(events([], boom).it, first, ends) as unknown as AsyncIterable<Uint8Array>
+    )[Symbol.asyncIterator]();
+    await failing.next();
+    await expect(failing.next()).rejects.toBe(boom);
+    await expect(failing.next()).rejects.toBe(boom);
+    expect(texts).toEqual([]);
   });
 });

@@ -181,4 +181,24 @@ describe("sseEvents", () => {
       { numRuns: 300 },
     );
   });
+
+  it("a read of a lone line break is no event of its own; a look that throws stops looking, the events go on", async () => {
+    const enc = new TextEncoder();
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const r of ["data: a\n\n", "\n", "data: b\n\n", "data: c\n\n"])
+          c.enqueue(enc.encode(r));
+        c.close();
+      },
+    });
+    let looks = 0;
+    const raws: string[] = [];
+    const look = () => {
+      looks++;
+      throw new Error("a dialect's reader that throws");
+    };
+    for await (const e of sseEvents(stream, look)) raws.push(e.raw);
+    expect(raws).toEqual(["data: a\n\n", "\ndata: b\n\n", "data: c\n\n"]);
+    expect(looks).toBe(1);
+  });
 });
