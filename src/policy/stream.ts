@@ -320,8 +320,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     let step: IteratorResult<C> | Pending;
     try {
-      step = this.#step(r, await r.attempt.race(r.source.next()));
+      const read = await r.attempt.race(r.source.next());
+      // The consumer left while the read was pending (closing the source ended it).
+      if (this.#finished) return { done: true, value: undefined };
+      step = this.#step(r, read);
     } catch (error) {
+      if (this.#finished) return { done: true, value: undefined };
       step = { failed: error };
     }
     if (step !== AGAIN && step !== ENDED && !("failed" in step)) return step;
@@ -470,13 +474,15 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     try {
       const iterable = await a.race(opening);
+      // The consumer left while it opened: what it opened goes with it.
+      if (this.#finished) return closeIterator(iterable[Symbol.asyncIterator]());
       r.source = iterable[Symbol.asyncIterator]();
       r.cuts = cutsReads(r.source);
       r.pulls = pullable(r.source);
       this.#grip.source = r.source;
     } catch (error) {
       closeLate(opening);
-      await this.#attemptFailed(error);
+      if (!this.#finished) await this.#attemptFailed(error);
     }
   }
 

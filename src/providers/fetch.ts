@@ -655,7 +655,14 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
       const answer = answerOf(error, res.headers);
       return answer?.body ? encoder.encode(await answer.text()) : undefined;
     },
-    ...(record && { done: (text: string) => record(recordOf(res, text)) }),
+    // Only a stream its consumer read to the end is an answer to record: one stopped
+    // another way (`guardedStream(s).return()`) ends too, but is no whole answer.
+    ...(record && {
+      done: async (text: string) => {
+        const outcome = await events.done.catch(() => undefined);
+        if (outcome !== undefined && !outcome.stopped) await record(recordOf(res, text));
+      },
+    }),
   };
   const outer: Response = new Response(passThrough(events, first, ends), init);
   return outer;

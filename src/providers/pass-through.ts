@@ -70,6 +70,8 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   #over = false;
   /** The failure the bytes ended with, when it left nothing to read. */
   #failed: { error: unknown } | undefined;
+  /** The consumer left: every read after it is the end. */
+  #returned = false;
   /** The text so far, when the end is recorded. */
   #text = "";
   readonly #decoder: TextDecoder | undefined;
@@ -94,25 +96,29 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   over: () => void = noop;
 
   next(): Promise<IteratorResult<Uint8Array>> {
+    if (this.#returned) return Promise.resolve(DONE);
     if (this.#failed !== undefined) return Promise.reject(this.#failed.error);
     if (this.#over) return Promise.resolve(DONE);
-    const first = this.#first;
-    if (first !== undefined) {
-      this.#first = undefined;
-      return Promise.resolve(first).then(this.#onEvent);
-    }
-    if (!pullable(this.#events)) return this.#events.next().then(this.#onEvent, this.#onError);
-    // A read over one still pending waits for it: the reads below hold one at a time.
-    if (this.#resolve !== undefined) {
+    // A read over one not yet settled waits for it: the reads below hold one at a time,
+    // and what the first ends with (a failure, the end) decides what the next one gets.
+    if (this.#busy) {
       const after = () => this.next();
       return this.#pending!.then(after, after);
     }
+    const first = this.#first;
+    if (first !== undefined) {
+      this.#first = undefined;
+      return this.#settling(this.#onEvent(first));
+    }
+    if (!pullable(this.#events)) return this.#events.next().then(this.#onEvent, this.#onError);
     // The one promise of this read: the layers below call back (see PULL).
+    this.#busy = true;
     this.#pending = new Promise(this.#pull);
     return this.#pending;
   }
 
-  /** The read PULL made, while it is under way. */
+  /** A read is under way: from its PULL until what it resolved with settled. */
+  #busy = false;
   #resolve:
     | ((r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void)
     | undefined;
@@ -122,24 +128,48 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
     resolve: (r: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>) => void,
   ): void => {
     this.#resolve = resolve;
-    (this.#events as Pullable<SseEvent>)[PULL](this.#onPulled, this.#onPullFailed);
-  };
-
-  readonly #onPulled = (r: IteratorResult<SseEvent>): void => {
-    const resolve = this.#resolve!;
-    this.#resolve = undefined;
     try {
-      resolve(this.#onEvent(r));
+      (this.#events as Pullable<SseEvent>)[PULL](this.#onPulled, this.#onPullFailed);
     } catch (error) {
-      resolve(Promise.reject(error));
+      this.#onPullFailed(error);
     }
   };
 
-  readonly #onPullFailed = (error: unknown): void => {
+  readonly #onPulled = (r: IteratorResult<SseEvent>): void => {
+    let out: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>;
+    try {
+      out = this.#onEvent(r);
+    } catch (error) {
+      out = Promise.reject(error);
+    }
+    this.#handOn(out);
+  };
+
+  readonly #onPullFailed = (error: unknown): void => this.#handOn(this.#onError(error));
+
+  /** Settles the read under way with `out`: a chunk at once, an end or a failure (a
+   * promise) once it settles, the read still under way until then. */
+  #handOn(out: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>): void {
     const resolve = this.#resolve!;
     this.#resolve = undefined;
-    resolve(this.#onError(error));
-  };
+    if (out instanceof Promise) this.#settling(out);
+    else this.#busy = false;
+    resolve(out);
+  }
+
+  /** `out`, with the read under way until it settles. */
+  #settling(
+    out: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>,
+  ): Promise<IteratorResult<Uint8Array>> {
+    if (!(out instanceof Promise)) return Promise.resolve(out);
+    this.#busy = true;
+    this.#pending = out;
+    const settled = () => {
+      this.#busy = false;
+    };
+    out.then(settled, settled);
+    return out;
+  }
 
   readonly #onEvent = (
     r: IteratorResult<SseEvent>,
@@ -151,11 +181,14 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   };
 
   readonly #onError = async (error: unknown): Promise<IteratorResult<Uint8Array>> => {
-    const last = await this.#ends.failed(error);
+    let last: Uint8Array | undefined;
+    try {
+      last = await this.#ends.failed(error);
+    } catch {} // what `failed` could not make, the error is as it came
     this.#close();
     // Without last bytes the failure is the body's: every read after it fails the same.
     if (last === undefined) {
-      this.#failed = { error };
+      if (!this.#returned) this.#failed = { error };
       throw error;
     }
     return { done: false, value: last };
@@ -177,6 +210,9 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
 
   async return(): Promise<IteratorResult<Uint8Array>> {
     const open = !this.#over;
+    // Leaving counts only while the bytes go on (the body's own cancel, once they are over,
+    // comes back here).
+    if (open) this.#returned = true;
     this.#close();
     if (open) await this.#events.return();
     return DONE;

@@ -626,3 +626,44 @@ describe("a consumer that leaves while a read of a source that cuts reads is pen
     expect(await s.done).toMatchObject({ stopped: true });
   });
 });
+
+describe("a consumer that leaves while the slow path reads or opens", () => {
+  it("a pending read in buffer mode, or before content, books nothing after the leave", async () => {
+    for (const options of [{ mode: "buffer" as const }, { isContent: (c: Chunk) => !c.meta }]) {
+      const clock = new VirtualClock();
+      let successes = 0;
+      const p = policy({ clock, onSuccess: () => void successes++ });
+      const { state, open } = cuttingSource([{ text: "a", meta: true }]);
+      const s = p.stream(open, { ...options, validate: () => false });
+      const pending = s.next(); // held back (buffer / not content): the read stalls
+      await new Promise((r) => setImmediate(r));
+      await s.return();
+      expect(await pending).toEqual({ done: true, value: undefined });
+      expect(state.closed).toBe(true);
+      await new Promise((r) => setImmediate(r));
+      expect(s.ledger.attempts.map((a) => a.outcome)).not.toContain("failed");
+      expect(successes).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it("a stream that opens after its consumer left is closed", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock });
+    const { state, open } = cuttingSource([{ text: "a" }]);
+    let opened!: () => void;
+    const late = new Promise<void>((r) => {
+      opened = r;
+    });
+    const s = p.stream(async () => {
+      await late;
+      return open();
+    });
+    const pending = s.next();
+    await new Promise((r) => setImmediate(r));
+    await s.return();
+    opened();
+    expect(await pending).toEqual({ done: true, value: undefined });
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(state.closed).toBe(true);
+  });
+});

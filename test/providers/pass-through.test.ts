@@ -204,4 +204,58 @@ describe("passThrough: the body an SDK reads from the first content on", () => {
     await expect(failing.next()).rejects.toBe(boom);
     expect(texts).toEqual([]);
   });
+
+  it("a read asked for while a failure is being handled waits for it; a `failed` that throws leaves the error as it came; the record keeps the events' order", async () => {
+    const first = { done: false, value: new SseEvent(RAWS[0]!) } as const;
+    const boom = new Error("boom");
+    const texts: string[] = [];
+    let letGo!: () => void;
+    const slow: Ends = {
+      failed: () =>
+        new Promise<undefined>((r) => {
+          letGo = () => r(undefined);
+        }),
+      done: async (t) => void texts.push(t),
+    };
+    const pull = (fail?: unknown) => {
+      const { it } = events(["data: b\n\n"], fail);
+      return Object.assign(it, {
+        [PULL](ok: (r: IteratorResult<SseEvent>) => void, no: (e: unknown) => void) {
+          it.next().then(ok, no);
+        },
+      });
+    };
+    const a = (passThrough(pull(boom), first, slow) as unknown as AsyncIterable<Uint8Array>)[
+      Symbol.asyncIterator
+    ]();
+    await a.next();
+    await a.next();
+    const failing = a.next().catch((e) => e);
+    await new Promise((r) => setImmediate(r));
+    const after = a.next().catch((e) => e); // asked for while `failed` runs
+    letGo();
+    expect(await failing).toBe(boom);
+    expect(await after).toBe(boom);
+    expect(texts).toEqual([]);
+    const throwing: Ends = {
+      failed: async () => {
+        throw new Error("failed itself failed");
+      },
+      done: async (t) => void texts.push(t),
+    };
+    const b = (passThrough(pull(boom), first, throwing) as unknown as AsyncIterable<Uint8Array>)[
+      Symbol.asyncIterator
+    ]();
+    await b.next();
+    await b.next();
+    await expect(b.next()).rejects.toBe(boom);
+    await expect(b.next()).rejects.toBe(boom);
+    expect(texts).toEqual([]);
+    // Two reads asked for at once, the second answered at once: recorded in order.
+    const c = (passThrough(pull(), first, slow) as unknown as AsyncIterable<Uint8Array>)[
+      Symbol.asyncIterator
+    ]();
+    await Promise.all([c.next(), c.next(), c.next()]);
+    expect(texts).toEqual([`${RAWS[0]}data: b\n\n`]);
+  });
 });
