@@ -2,6 +2,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
+import { guardedStream } from "../../src/policy/stream.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater } from "../../src/providers/openai.ts";
 import { JournalDivergenceError, MemoryJournal } from "../../src/run/journal.ts";
@@ -54,6 +55,32 @@ describe.each([
     expect(fs.requests()).toBe(0);
     expect(again.stats.callsReplayed).toBe(3);
     expect(again.billed).toEqual({ inputTokens: 0, outputTokens: 0 }); // nothing paid twice
+  });
+
+  it("a stream stopped mid-answer (guardedStream(s).return()) while the SDK reads is not recorded: the run started again asks for it live", async () => {
+    fs.script({ rules: [{ requests: [1, 1], stream: { after: 2, action: "stall" } }] });
+    const journal = make();
+    const ai = clientFor(new Run({ id: "cut", journal }));
+    const params = {
+      model: "gpt-test",
+      messages: [{ role: "user" as const, content: "stream it" }],
+      stream: true as const,
+    };
+    const s = await ai.chat.completions.create(params);
+    const it = s[Symbol.asyncIterator]();
+    await it.next();
+    const pending = it.next().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 50)); // the SDK's read waits on the stall
+    await guardedStream(s).return();
+    await pending;
+    await it.return?.();
+    fs.server.resetStats();
+    const again = clientFor(new Run({ id: "cut", journal }));
+    let text = "";
+    for await (const c of await again.chat.completions.create(params))
+      text += c.choices[0]?.delta.content ?? "";
+    expect(text).toBe(TEXT);
+    expect(fs.requests()).toBe(1); // asked for live: the cut stream was no answer
   });
 
   it("a run that asks for something else at a place: the journal is cut there, the run goes on live", async () => {
