@@ -266,9 +266,6 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #onCutError: (e: unknown) => Promise<IteratorResult<C>> = (e) => this.#onReadError(e);
 
   readonly #onRead = (r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> => {
-    // A read that settles after the consumer left (closing a source that cuts reads ends
-    // the read it held): the stream is over, and nothing is booked twice.
-    if (this.#finished) return { done: true, value: undefined };
     let step: IteratorResult<C> | Pending;
     try {
       step = this.#step(this.#r!, r);
@@ -280,9 +277,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   };
 
   readonly #onReadError = (error: unknown): Promise<IteratorResult<C>> =>
-    this.#finished
-      ? Promise.resolve({ done: true, value: undefined })
-      : this.#slow({ failed: error });
+    this.#slow({ failed: error });
 
   /** Everything that is not the fast path; finishes the stream on any error it throws. */
   async #slow(pending: Pending | undefined): Promise<IteratorResult<C>> {
@@ -320,12 +315,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     let step: IteratorResult<C> | Pending;
     try {
-      const read = await r.attempt.race(r.source.next());
-      // The consumer left while the read was pending (closing the source ended it).
-      if (this.#finished) return { done: true, value: undefined };
-      step = this.#step(r, read);
+      step = this.#step(r, await r.attempt.race(r.source.next()));
     } catch (error) {
-      if (this.#finished) return { done: true, value: undefined };
       step = { failed: error };
     }
     if (step !== AGAIN && step !== ENDED && !("failed" in step)) return step;
@@ -335,12 +326,16 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /** What a step left for the slow path to do: check an ended answer, or book a failure. */
   async #act(pending: Pending): Promise<void> {
+    if (this.#finished) return; // the consumer left while the read was pending: nothing to book
     if (pending === ENDED) await this.#attemptEnded();
     else if (pending !== AGAIN) await this.#attemptFailed(pending.failed);
   }
 
   /** One read from the source: a chunk for the consumer, or what the slow path must do. */
   #step(r: Reading<C>, read: IteratorResult<C>): IteratorResult<C> | Pending {
+    // A read that settles after the consumer left (closing a source that cuts reads ends
+    // the read it held): the stream is over, and nothing is booked twice.
+    if (this.#finished) return { done: true, value: undefined };
     if (read.done) {
       if (this.#s.output !== undefined) return ENDED;
       this.#attemptSucceeded(r);

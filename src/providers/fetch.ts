@@ -304,6 +304,8 @@ interface FetchCall {
   readonly reconcile: Reconcile | undefined;
   readonly send: Send;
   readonly dialect: Dialect | undefined;
+  /** Both of the dialect's marks in one test (see `eitherMark`). */
+  readonly either: RegExp | undefined;
   readonly checks: Checks;
   readonly continuation: boolean;
 }
@@ -410,6 +412,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   const send = sender(options, p);
   const parse = o.dialect !== undefined || p.options.limiter !== undefined;
   const checks: Omit<Checks, "validate"> = { truncation: o.truncation, fencedJson: o.fencedJson };
+  const either = eitherMark(o.dialect);
   return async (input, init = {}) => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object
@@ -435,6 +438,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       },
       send,
       dialect: o.dialect,
+      either,
       checks: { ...checks, validate: perCall?.validate },
       continuation: o.continuation,
       reconcile: perCall?.reconcile ?? options.reconcile,
@@ -565,22 +569,18 @@ function modelLook(dialect: Dialect | undefined, ctx: AttemptContext) {
   };
 }
 
-const eithers = new WeakMap<Dialect, RegExp | undefined>();
-
-/** One test for both of a dialect's marks (usage, error), made once per dialect; none when
- * it lacks one, or their flags differ. */
+/** One test for both of a dialect's marks (usage, error); none when it lacks one, or their
+ * flags differ. */
 function eitherMark(dialect: Dialect | undefined): RegExp | undefined {
-  if (dialect === undefined) return undefined;
-  if (eithers.has(dialect)) return eithers.get(dialect);
-  const { usage, error } = dialect.marks ?? {};
+  const { usage, error } = dialect?.marks ?? {};
   const flags = usage?.flags.replace(/[gy]/g, "");
-  let made: RegExp | undefined;
-  if (usage !== undefined && error !== undefined && flags === error.flags.replace(/[gy]/g, ""))
-    try {
-      made = new RegExp(`${usage.source}|${error.source}`, flags);
-    } catch {} // the same group name in both (V8 before 12.5): each is tested alone
-  eithers.set(dialect, made);
-  return made;
+  if (usage === undefined || error === undefined || flags !== error.flags.replace(/[gy]/g, ""))
+    return undefined;
+  try {
+    return new RegExp(`${usage.source}|${error.source}`, flags);
+  } catch {
+    return undefined; // the same group name in both (V8 before 12.5): each is tested alone
+  }
 }
 
 /** The stream call under the policy: events read for content, usage, in-band errors and
@@ -589,7 +589,7 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const { dialect } = c;
   const usageMark = dialect?.marks?.usage;
   const errorMark = dialect?.marks?.error;
-  const either = eitherMark(dialect);
+  const { either } = c;
   // The last event neither mark matched (the stream runs `inspect` on a chunk before
   // `usage`): one scan of its text, not two.
   let quiet: SseEvent | undefined;
@@ -646,14 +646,12 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
   // A failure after content is told on this response's headers, which the SDK hands its error.
   // A stream read to its end is recorded as the events the SDK read.
-  const encoder = new TextEncoder();
   const ends: Ends = {
     // An error event after content reaches the SDK as the event it was (the SDK raises its
     // own error); any other failure errors the body.
     failed: async (error) => {
       tagged(outer, error);
-      const answer = answerOf(error, res.headers);
-      return answer?.body ? encoder.encode(await answer.text()) : undefined;
+      return answerOf(error, res.headers)?.text();
     },
     // Only a stream its consumer read to the end is an answer to record: one stopped
     // another way (`guardedStream(s).return()`) ends too, but is no whole answer.

@@ -4,14 +4,17 @@ import type { SseEvent } from "./sse.ts";
 /** How a stream handed on ends: what a failure leaves the SDK to read, and the record of a
  * stream read to its end. */
 export interface Ends {
-  /** The bytes the SDK reads last after a failure (the error event, for the SDK to raise
+  /** The text the SDK reads last after a failure (the error event, for the SDK to raise
    * its own error from), or undefined to fail the body with it. */
-  failed(error: unknown): Promise<Uint8Array | undefined>;
+  failed(error: unknown): Promise<string | undefined>;
   /** Told the stream's whole text once it ended (a journaled run records it). */
   done?: (text: string) => Promise<void>;
 }
 
 const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+const ENCODER = new TextEncoder();
+/** TextDecoder's options for text that may end inside a character. */
+const STREAMING = { stream: true } as const;
 
 /**
  * The events' bytes as they came, from the first content on: the body the SDK reads. Each
@@ -75,7 +78,6 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   /** The text so far, when the end is recorded. */
   #text = "";
   readonly #decoder: TextDecoder | undefined;
-  readonly #encoder = new TextEncoder();
 
   constructor(
     events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
@@ -175,13 +177,13 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
     r: IteratorResult<SseEvent>,
   ): IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>> => {
     if (r.done) return this.#end();
-    const bytes = r.value.bytes ?? this.#encoder.encode(r.value.raw);
-    if (this.#decoder !== undefined) this.#text += this.#decoder.decode(bytes, { stream: true });
+    const bytes = r.value.bytes ?? ENCODER.encode(r.value.raw);
+    if (this.#decoder !== undefined) this.#text += this.#decoder.decode(bytes, STREAMING);
     return { done: false, value: bytes };
   };
 
   readonly #onError = async (error: unknown): Promise<IteratorResult<Uint8Array>> => {
-    let last: Uint8Array | undefined;
+    let last: string | undefined;
     try {
       last = await this.#ends.failed(error);
     } catch {} // what `failed` could not make, the error is as it came
@@ -191,7 +193,7 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
       if (!this.#returned) this.#failed = { error };
       throw error;
     }
-    return { done: false, value: last };
+    return { done: false, value: ENCODER.encode(last) };
   };
 
   async #end(): Promise<IteratorResult<Uint8Array>> {

@@ -92,7 +92,7 @@ describe("passThrough: the body an SDK reads from the first content on", () => {
     const ends: Ends = {
       failed: async (e) => {
         told.push(e);
-        return enc.encode(errorEvent);
+        return errorEvent;
       },
     };
     expect(await iterate(passThrough(events(["data: b\n\n"], boom).it, first, ends))).toBe(
@@ -145,7 +145,7 @@ describe("passThrough: the body an SDK reads from the first content on", () => {
       );
     };
     expect(await iterate(passThrough(make(), first, noFailure))).toBe(RAWS.join(""));
-    const last = enc.encode("data: last\n\n");
+    const last = "data: last\n\n";
     const ends: Ends = { failed: async () => last };
     expect(await iterate(passThrough(make(new Error("cut")), first, ends))).toBe(
       `${RAWS.join("")}data: last\n\n`,
