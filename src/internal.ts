@@ -19,6 +19,7 @@ export {
   type Spec,
   Validator,
 } from "./core/validate.ts";
+export { CHECKED } from "./policy/execute.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";
 export { CUTS_READS, PULL, type Pull, type Pullable, pullable } from "./policy/stream-head.ts";

@@ -6,19 +6,27 @@ import { type AttemptContext, CALL_SPEC, Call, type CallOptions } from "./call.t
 import { hedged } from "./hedged.ts";
 import type { ResolvedOptions } from "./options.ts";
 
+/** @internal Marks options built by breakwater's own fetch layer, from values it checked
+ * when it was made: they are not checked again on every call (a check of a dozen options
+ * costs as much as the rest of a call's success path). */
+export const CHECKED = Symbol("breakwater.checked");
+
 /** What `policy.execute` takes for one call: the call options, how to read usage, and the output checks. */
 export interface ExecuteOptions<T = unknown> extends CallOptions, OutputOptions<T> {
   /** Reads token usage from the result (overrides the policy's `usage`). */
   usage?: (result: unknown) => Partial<Usage> | undefined;
+  /** @internal */
+  [CHECKED]?: true;
 }
 
 const RULES = checker({
   ...CALL_SPEC,
   usage: opt.fn<ExecuteOptions["usage"]>(),
   ...OUTPUT_SPEC,
-} satisfies Record<keyof ExecuteOptions, Rule<unknown>>);
+} satisfies Record<Exclude<keyof ExecuteOptions, typeof CHECKED>, Rule<unknown>>);
 
 const V = new Validator("policy.execute");
+
 const OK: AttemptEnd = { how: "ok" };
 
 /** What is wrong with what a caller hands `execute`, as the error to reject with. */
@@ -39,10 +47,10 @@ export function execute<T>(
   operation: (context: AttemptContext) => T | PromiseLike<T>,
   options?: ExecuteOptions<T>,
 ): Promise<T> {
-  if (typeof operation !== "function" || options !== undefined) {
+  if (typeof operation !== "function" || (options !== undefined && options[CHECKED] !== true)) {
     const bad = invalid(operation, options);
     if (bad !== undefined) return Promise.reject(bad);
-  } else if (o.lean !== undefined) {
+  } else if (options === undefined && o.lean !== undefined) {
     const grants = o.gates.tryEnter(o.lean);
     if (grants !== undefined) return lean(o, o.lean, grants, operation);
   }

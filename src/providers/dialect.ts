@@ -45,6 +45,12 @@ export interface Dialect extends CheckDialect {
   effect?(method: string, url: string, body: unknown): Effect;
 }
 
+/** A URL without its query: what the dialects' readings go by (every request asks). */
+export function pathOf(url: string): string {
+  const q = url.indexOf("?");
+  return q === -1 ? url : url.slice(0, q);
+}
+
 const str = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);
 
 /** The model a request asks for: the dialect's reading, else the body's `model`. */

@@ -1,4 +1,5 @@
 import type { Effect } from "../index.ts";
+import { pathOf } from "./dialect.ts";
 
 /**
  * Which requests change state on the server each time they arrive, by provider
@@ -31,10 +32,25 @@ const GOOGLE: readonly Rule[] = [
   ["POST", /\/files$/, "creates a file"],
 ];
 
+/** The rule's reading of the last request of each table: an SDK sends the same method and
+ * URL call after call, and the rules need not be run again for it. */
+const lastOf = new WeakMap<
+  readonly Rule[],
+  { method: string; path: string; effect: Effect | undefined }
+>();
+
 const ruled = (rules: readonly Rule[], method: string, url: string): Effect | undefined => {
-  const path = url.split("?")[0]!;
-  for (const [m, re] of rules) if (m === method && re.test(path)) return "unsafe";
-  return undefined;
+  const path = pathOf(url);
+  const last = lastOf.get(rules);
+  if (last?.method === method && last.path === path) return last.effect;
+  let effect: Effect | undefined;
+  for (const [m, re] of rules)
+    if (m === method && re.test(path)) {
+      effect = "unsafe";
+      break;
+    }
+  lastOf.set(rules, { method, path, effect });
+  return effect;
 };
 
 const isObj = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === "object";
@@ -48,7 +64,7 @@ const isObj = (x: unknown): x is Record<string, unknown> => x !== null && typeof
  */
 export function openaiEffect(method: string, url: string, body: unknown): Effect {
   if (method === "GET" || method === "HEAD") return "read";
-  if (url.split("?")[0]!.endsWith("/responses") && isObj(body))
+  if (pathOf(url).endsWith("/responses") && isObj(body))
     if ((body.conversation !== undefined && body.conversation !== null) || body.background === true)
       return "unsafe";
   return ruled(OPENAI, method, url) ?? "idempotent";

@@ -23,19 +23,21 @@ import {
   type CallOptions,
   ConfigError,
   type Effect,
+  type ExecuteOptions,
   failureOf,
   type GuardedStream,
   HttpError,
   ledgerOf,
   type OutputCheck,
   OutputError,
+  type OutputOptions,
   type Policy,
   partialOf,
   type Run,
   reasonOf,
   type Usage,
 } from "../index.ts";
-import { EFFECTS, opt, streamBehind, tagError } from "../internal.ts";
+import { CHECKED, EFFECTS, opt, streamBehind, tagError } from "../internal.ts";
 import {
   type Checks,
   checkRequest,
@@ -57,7 +59,6 @@ import {
   adapterOptions,
   asPolicy,
   FETCH_SPEC,
-  runFor,
 } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { hasUndici, wire } from "./transport.ts";
@@ -262,7 +263,7 @@ function outgoing(
 ): Outgoing {
   const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   let body = init.body;
-  let stream = /[?&]alt=sse(?:&|$)/.test(url);
+  let stream = url.includes("alt=sse") && /[?&]alt=sse(?:&|$)/.test(url);
   let json: unknown;
   if (typeof body === "string" && body.startsWith("{")) {
     const given = sdkBody(body);
@@ -278,7 +279,7 @@ function outgoing(
     }
   } else if (parse && typeof body === "string") json = safeJson(body);
   const method = (init.method ?? "GET").toUpperCase();
-  return { url, method, init: { ...init, body }, stream, json };
+  return { url, method, init: body === init.body ? init : { ...init, body }, stream, json };
 }
 
 /** Sends one attempt of a request. */
@@ -307,6 +308,9 @@ interface FetchCall {
   /** Both of the dialect's marks in one test (see `eitherMark`). */
   readonly either: RegExp | undefined;
   readonly checks: Checks;
+  /** What every call of this fetch layer shares: its checks, and their reading of a JSON
+   * answer (a call with a `validate` of its own has checks of its own). */
+  readonly shared: { readonly checks: Checks; readonly reply: OutputOptions<Reply> | undefined };
   readonly continuation: boolean;
 }
 
@@ -316,7 +320,7 @@ function sender(options: GuardedFetchOptions, p: Policy): Send {
   const send = wire(options);
   const limiter = p.options.limiter;
   return async (req, attempt, signal) => {
-    const res = await send(req.url, { ...req.init, signal }, attempt);
+    const res = await send(req.url, req.init, attempt, signal);
     heard(limiter, res);
     return res;
   };
@@ -410,9 +414,18 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
   const base = options.fetch ?? globalThis.fetch;
   const send = sender(options, p);
-  const parse = o.dialect !== undefined || p.options.limiter !== undefined;
-  const checks: Omit<Checks, "validate"> = { truncation: o.truncation, fencedJson: o.fencedJson };
+  const limited = p.options.limiter !== undefined;
+  const parse = o.dialect !== undefined || limited;
+  const checks: Checks = {
+    truncation: o.truncation,
+    fencedJson: o.fencedJson,
+    validate: undefined,
+  };
   const either = eitherMark(o.dialect);
+  const shared = {
+    checks,
+    reply: o.dialect && replyChecks(o.dialect, checks, replyJson),
+  };
   return async (input, init = {}) => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object
@@ -427,19 +440,12 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     const call: FetchCall = {
       policy: p,
       outgoing: req,
-      callOptions: {
-        ...labels(o.dialect, req),
-        ...(init.signal && { signal: init.signal }),
-        ...runFor(options, perCall?.run),
-        ...(perCall?.priority !== undefined && { priority: perCall.priority }),
-        effect: perCall?.effect ?? effectOf(o.dialect, req),
-        ...(p.options.limiter !== undefined &&
-          typeof raw === "string" && { cost: estimateCost(o.dialect, raw, req.json) }),
-      },
+      callOptions: callOptionsOf(options, o.dialect, req, perCall, limited),
       send,
       dialect: o.dialect,
       either,
-      checks: { ...checks, validate: perCall?.validate },
+      checks: perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate },
+      shared,
       continuation: o.continuation,
       reconcile: perCall?.reconcile ?? options.reconcile,
     };
@@ -472,18 +478,40 @@ async function reconciled(c: FetchCall, error: unknown): Promise<Response | unde
   });
 }
 
+/** What a call carries into the policy. Built of values checked when the fetch layer was
+ * made (and by `callOptions`), so the policy does not check them again on every call; a
+ * call's own options that did not come through `callOptions` are checked as any are. */
+function callOptionsOf(
+  options: GuardedFetchOptions,
+  d: Dialect | undefined,
+  req: Outgoing,
+  perCall: PerCall | undefined,
+  limited: boolean,
+): FetchCall["callOptions"] {
+  const out: FetchCall["callOptions"] & { [CHECKED]?: true } = labels(d, req);
+  const { signal, body } = req.init;
+  if (signal) out.signal = signal;
+  const run = perCall?.run ?? (typeof options.run === "function" ? options.run() : options.run);
+  if (run) out.run = run;
+  if (perCall?.priority !== undefined) out.priority = perCall.priority;
+  out.effect = perCall?.effect ?? effectOf(d, req);
+  if (limited && typeof body === "string") out.cost = estimateCost(d, body, req.json);
+  if (perCall === undefined) out[CHECKED] = true;
+  return out;
+}
+
 /** What a request is, as telemetry names it: the model it asks for, who serves it, the
  * operation; and, inside an SDK method call, the error the SDK will hand its caller. */
 function labels(d: Dialect | undefined, req: Outgoing): Partial<CallOptions> {
+  const out: Partial<CallOptions> = {};
   const model = requestModel(d, req.url, req.json);
+  if (model !== undefined) out.model = model;
+  if (d?.provider !== undefined) out.provider = d.provider;
   const operation = d?.operation?.(req.url);
+  if (operation !== undefined) out.operation = operation;
   const seen = seenAs();
-  return {
-    ...(model !== undefined && { model }),
-    ...(d?.provider !== undefined && { provider: d.provider }),
-    ...(operation !== undefined && { operation }),
-    ...(seen !== undefined && { seenAs: seen }),
-  };
+  if (seen !== undefined) out.seenAs = seen;
+  return out;
 }
 
 /** Records a call's answer in its run's journal. */
@@ -495,35 +523,52 @@ async function keep(res: Response, record: Recorder | undefined): Promise<void> 
   await record(recordOf(res, await res.clone().text()));
 }
 
+/** What a JSON attempt resolves with: the answer as the SDK reads it, and what was read of it. */
+interface Reply {
+  readonly res: Response;
+  readonly usage?: Partial<Usage> | undefined;
+  readonly json?: unknown;
+}
+
+const replyUsage = (r: unknown) => (r as Reply).usage;
+const replyJson = (r: Reply) => r.json;
+
+/** The output checks of a JSON answer: the same for every call without a `validate` of its
+ * own (made once per fetch layer, not once per call). */
+function replyChecksOf(c: FetchCall): OutputOptions<Reply> | undefined {
+  if (c.dialect === undefined) return undefined;
+  return c.checks === c.shared.checks
+    ? c.shared.reply
+    : replyChecks(c.dialect, c.checks, replyJson);
+}
+
 /** A JSON request: the policy retries it until an answer counts; the SDK reads the answer
  * (or raises its own error from the one the policy gave up on). */
 async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
   let last: Headers | undefined;
   const { dialect, outgoing: req } = c;
+  // The call's options are its own object: the reading of the answer is added to it.
+  const options: ExecuteOptions<Reply> = c.callOptions;
+  options.usage = replyUsage;
+  const reply = replyChecksOf(c);
+  if (reply !== undefined) Object.assign(options, reply);
   try {
-    const done = await c.policy.execute(
-      async (ctx): Promise<{ res: Response; usage?: Partial<Usage>; json?: unknown }> => {
-        const res = await c.send(req, ctx.attempt, ctx.signal);
-        if (!res.ok) throw await UpstreamAnswer.read(res);
-        ctx.answering(); // a hedge race is decided on the headers (rule 21)
-        last = res.headers;
-        if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
-          return { res };
-        // Read inside the attempt: a body cut short is retried. The SDK is handed the value
-        // parsed here (it would parse the same text).
-        const text = await res.text();
-        const json = safeJson(text);
-        const model = answeringModel(dialect, json);
-        if (model !== undefined) ctx.answeredBy(model);
-        return { res: new ReadResponse(text, res, json), usage: dialect.usage?.(json), json };
-      },
-      {
-        ...c.callOptions,
-        usage: (r) => (r as { usage?: Partial<Usage> }).usage,
-        ...(dialect && replyChecks(dialect, c.checks, (r: { json?: unknown }) => r.json)),
-      },
-    );
-    await keep(done.res, record);
+    const done = await c.policy.execute(async (ctx): Promise<Reply> => {
+      const res = await c.send(req, ctx.attempt, ctx.signal);
+      if (!res.ok) throw await UpstreamAnswer.read(res);
+      ctx.answering(); // a hedge race is decided on the headers (rule 21)
+      last = res.headers;
+      if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
+        return { res };
+      // Read inside the attempt: a body cut short is retried. The SDK is handed the value
+      // parsed here (it would parse the same text).
+      const text = await res.text();
+      const json = safeJson(text);
+      const model = answeringModel(dialect, json);
+      if (model !== undefined) ctx.answeredBy(model);
+      return { res: new ReadResponse(text, res, json), usage: dialect.usage?.(json), json };
+    }, options);
+    if (record !== undefined) await keep(done.res, record);
     return done.res;
   } catch (error) {
     const settled = await reconciled(c, error);

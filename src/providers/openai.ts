@@ -21,7 +21,7 @@ import type { Usage } from "../index.ts";
 import { opt } from "../internal.ts";
 import { chatAnswer, responsesAnswer } from "./answers.ts";
 import { chatTranscript } from "./checks.ts";
-import { type Lead, rewrite, stripLead } from "./dialect.ts";
+import { type Lead, pathOf, rewrite, stripLead } from "./dialect.ts";
 import { openaiEffect } from "./effects.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scopedClient } from "./scope.ts";
@@ -137,7 +137,7 @@ function resumeChat(json: unknown, event: SseEvent, lead: Lead): SseEvent | unde
 
 /** `gen_ai.operation.name` of an OpenAI request, by its path. */
 function openaiOperation(url: string): string | undefined {
-  const path = url.split("?")[0]!;
+  const path = pathOf(url);
   if (path.endsWith("/chat/completions") || path.endsWith("/responses")) return "chat";
   if (path.endsWith("/embeddings")) return "embeddings";
   if (path.endsWith("/completions")) return "text_completion";

@@ -7,21 +7,44 @@ import { tagError } from "../internal.ts";
 interface Scope {
   gaveUp: unknown;
   seen: ((error: unknown) => void)[] | undefined;
+  /** The method call has settled: with `error` (undefined when it resolved). */
+  settled: boolean;
+  error: unknown;
   /** The last JSON body the SDK made in this call: its text, and the object it made it of. */
   built: { readonly text: string; readonly body: Record<string, unknown> } | undefined;
 }
 
-/** A promise of the error the SDK method now running will reject with (undefined when it
- * resolves), or undefined outside an SDK method call: what telemetry names a give-up by. */
+/** The error the SDK method now running will reject with (undefined when it resolves),
+ * as a thenable, or undefined outside an SDK method call: what telemetry names a give-up
+ * by. Only a give-up asks for it, so nothing waits on the scope until `then` is called:
+ * a call that succeeds makes no promise for it. */
 export function seenAs(): PromiseLike<unknown> | undefined {
   const scope = scopes.getStore();
-  if (scope === undefined) return undefined;
-  return new Promise((resolve) => {
-    (scope.seen ??= []).push(resolve);
-  });
+  return scope === undefined ? undefined : new Seen(scope);
+}
+
+class Seen implements PromiseLike<unknown> {
+  readonly #scope: Scope;
+  constructor(scope: Scope) {
+    this.#scope = scope;
+  }
+  // biome-ignore lint/suspicious/noThenProperty: a thenable is what this is
+  then<A = unknown, B = never>(
+    ok?: ((error: unknown) => A | PromiseLike<A>) | null,
+    failed?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): PromiseLike<A | B> {
+    const scope = this.#scope;
+    const settled = scope.settled;
+    const p = settled
+      ? Promise.resolve(scope.error)
+      : new Promise<unknown>((resolve) => (scope.seen ??= []).push(resolve));
+    return p.then(ok, failed);
+  }
 }
 
 function settle(scope: Scope, error: unknown): void {
+  scope.settled = true;
+  scope.error = error;
   const seen = scope.seen;
   scope.seen = undefined;
   if (seen !== undefined) for (const resolve of seen) resolve(error);
@@ -54,7 +77,13 @@ function carry(scope: Scope, error: unknown): void {
  * promise is left as it is.
  */
 export function scoped<T>(call: () => T): T {
-  const scope: Scope = { gaveUp: undefined, seen: undefined, built: undefined };
+  const scope: Scope = {
+    gaveUp: undefined,
+    seen: undefined,
+    settled: false,
+    error: undefined,
+    built: undefined,
+  };
   const result = scopes.run(scope, call);
   if (!(result instanceof Promise)) return result;
   return result.then(

@@ -78,7 +78,12 @@ export interface Wire {
  */
 export function wire(
   w: Wire,
-): (url: string, init: RequestInit, attempt: number | undefined) => Promise<Response> {
+): (
+  url: string,
+  init: RequestInit,
+  attempt: number | undefined,
+  signal?: AbortSignal,
+) => Promise<Response> {
   const userFetch = w.fetch !== undefined && w.fetch !== globalThis.fetch;
   const base = w.fetch ?? globalThis.fetch;
   const header = w.attemptHeader ?? "x-retry-attempt";
@@ -86,21 +91,34 @@ export function wire(
   // undici is an optional peer: with it, the default transport has no 300 s limit.
   const transport: Promise<Transport> | undefined =
     (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
-  return async (url, init, attempt) => {
-    let sent = init;
-    if (attempt !== undefined) {
-      // The SDKs hand a Headers of their own, made for this request: set the attempt there
-      // rather than copy it for every attempt.
-      const given = init.headers;
-      const headers = given instanceof Headers ? given : new Headers(given);
-      if (headers.has("x-stainless-retry-count"))
-        headers.set("x-stainless-retry-count", String(attempt - 1));
-      else if (header !== false) headers.set(header, String(attempt));
+  return async (url, init, attempt, signal) => {
+    const headers = attempt === undefined ? init.headers : numbered(init.headers, attempt, header);
+    // One copy of the request's init per attempt, and none when nothing changed.
+    let sent: RequestInit & { dispatcher?: unknown } = init;
+    if (headers !== init.headers || signal !== undefined || transport !== undefined) {
       sent = { ...init, headers };
+      if (signal !== undefined) sent.signal = signal;
     }
     if (transport === undefined) return base(url, sent);
     const t = await transport;
-    const dispatched = { ...sent, dispatcher: t.dispatcher } as RequestInit;
-    return (userFetch ? base : t.fetch)(url, dispatched);
+    sent.dispatcher = t.dispatcher;
+    return (userFetch ? base : t.fetch)(url, sent);
   };
+}
+
+/** The request's headers, numbered as attempt `attempt`: the SDKs hand a Headers of their
+ * own, made for this request, so the number is set there rather than on a copy; and
+ * `x-stainless-retry-count`, where they send it, already says 0 on a first attempt. */
+function numbered(
+  given: RequestInit["headers"],
+  attempt: number,
+  header: string | false,
+): RequestInit["headers"] {
+  const headers = given instanceof Headers ? given : new Headers(given);
+  const retries = headers.get("x-stainless-retry-count");
+  if (retries !== null) {
+    const said = String(attempt - 1);
+    if (retries !== said) headers.set("x-stainless-retry-count", said);
+  } else if (header !== false) headers.set(header, String(attempt));
+  return headers;
 }

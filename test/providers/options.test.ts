@@ -78,6 +78,19 @@ describe("every adapter's options are checked when it is made", () => {
     );
   });
 
+  it("per-call options that did not come through callOptions() are still checked, by the policy", async () => {
+    // The fetch layer trusts what it checked itself; a hand-made entry is checked as any is.
+    const fetch = guardedFetch({ fetch: async () => new Response("{}") });
+    const init = {
+      method: "POST",
+      body: "{}",
+      [Symbol.for("breakwater.call")]: { priority: "high" },
+    };
+    await expect(fetch("http://x.local/v1/chat/completions", init)).rejects.toThrow(
+      /policy.execute: option "priority" must be a finite number; got "high"/,
+    );
+  });
+
   it("each SDK's adapter refuses another SDK's client", () => {
     expect(() => anthropic(oa() as never)).toThrow(
       /anthropic.withBreakwater: option "client" must be an Anthropic client/,

@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { generateText, wrapLanguageModel } from "ai";
+import fc from "fast-check";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { BreakwaterError, ledgerOf, reasonOf } from "../../src/core/errors.ts";
@@ -337,6 +338,27 @@ describe("which requests are unsafe", () => {
     ["POST", "https://api.openai.com/v1/embeddings", {}, "idempotent"],
   ] as const)("openai %s %s %j: %s", (method, url, body, effect) => {
     expect(openaiEffect(method, url, body)).toBe(effect);
+  });
+
+  it("the same request read again, between others, reads the same (each table keeps its last)", () => {
+    const pool = [
+      ["POST", "https://api.openai.com/v1/batches", "unsafe", "idempotent"],
+      ["POST", "https://api.openai.com/v1/batches?x=1", "unsafe", "idempotent"],
+      ["GET", "https://api.openai.com/v1/batches", "read", "read"],
+      ["POST", "https://api.openai.com/v1/embeddings", "idempotent", "idempotent"],
+      ["POST", "https://api.openai.com/v1/files", "unsafe", "unsafe"],
+      ["DELETE", "https://api.openai.com/v1/files", "idempotent", "idempotent"],
+    ] as const;
+    fc.assert(
+      fc.property(fc.array(fc.nat(pool.length - 1), { maxLength: 40 }), (order) => {
+        for (const i of order) {
+          const [method, url, effect, anthropics] = pool[i]!;
+          expect(openaiEffect(method, url, {})).toBe(effect);
+          // Another table's reading in between changes nothing of this one's.
+          expect(anthropicEffect(method, url)).toBe(anthropics);
+        }
+      }),
+    );
   });
 
   it("anthropic and google", () => {
