@@ -1,3 +1,4 @@
+import type { OutputError } from "../core/errors.ts";
 import { checkOutput, OUTPUT_SPEC, type OutputOptions } from "../core/output.ts";
 import type { Usage } from "../core/usage.ts";
 import { checker, checkOptions, opt, type Rule, Validator } from "../core/validate.ts";
@@ -150,19 +151,22 @@ function settleAttempt<T>(
 }
 
 /** The answer counts only once it passes its checks (rule 11): a bad one's tokens are
- * wasted, and an invalid one is retried like any failure. */
+ * wasted, and an invalid one is retried like any failure. A check that answers at once
+ * (all but an async schema) is taken at once, with no promise between. */
 function checked<T>(
   call: Call,
   value: T,
   usage: Partial<Usage> | undefined,
   output: OutputOptions<T>,
   again: () => Promise<T>,
-): Promise<T> {
-  return Promise.resolve(checkOutput(value, output)).then((bad) => {
+): T | Promise<T> {
+  const verdict = (bad: OutputError | undefined): T | Promise<T> => {
     if (bad === undefined) {
       call.succeed(usage);
       return value;
     }
     return call.fail(bad, { usage }).then(again);
-  });
+  };
+  const bad = checkOutput(value, output);
+  return bad instanceof Promise ? bad.then(verdict) : verdict(bad);
 }

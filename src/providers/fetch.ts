@@ -319,11 +319,11 @@ interface FetchCall {
 function sender(options: GuardedFetchOptions, p: Policy): Send {
   const send = wire(options);
   const limiter = p.options.limiter;
-  return async (req, attempt, signal) => {
-    const res = await send(req.url, req.init, attempt, signal);
+  const hear = (res: Response) => {
     heard(limiter, res);
     return res;
   };
+  return (req, attempt, signal) => send(req.url, req.init, attempt, signal).then(hear);
 }
 
 /** Every answer, errors too, tells the limiter where the limits stand; a limiter that
@@ -426,7 +426,8 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     checks,
     reply: o.dialect && replyChecks(o.dialect, checks, replyJson),
   };
-  return async (input, init = {}) => {
+  // Not async: a call's promise is the policy's own, with no ticks added on the way out.
+  const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return base(input, init); // a body that cannot be sent twice, or a Request object
     const req = outgoing(input, init, o.dialect, parse);
@@ -436,7 +437,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       o.dialect && typeof raw === "string"
         ? checkRequest(o.dialect, req.url, raw, req.json, contextTokens)
         : undefined;
-    if (refused !== undefined) return new FailedAnswer(refused); // nothing sent, nothing spent
+    if (refused !== undefined) return Promise.resolve(new FailedAnswer(refused)); // nothing sent, nothing spent
     const call: FetchCall = {
       policy: p,
       outgoing: req,
@@ -449,14 +450,29 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       continuation: o.continuation,
       reconcile: perCall?.reconcile ?? options.reconcile,
     };
-    // With a journaled run, a call made before at this place is answered from the journal.
-    const pending = slotFor(call.callOptions.run, req.method, req.url, raw);
-    const slot = pending && (await pending); // no wait without a journal
+    return dispatched(call);
+  };
+  return (input, init = {}) => {
+    try {
+      return guarded(input, init);
+    } catch (error) {
+      return Promise.reject(error); // what the checks before the policy threw, as a fetch's
+    }
+  };
+}
+
+/** The call under the policy; with a journaled run, a call made before at this place is
+ * answered from the journal, and one made now is recorded. */
+function dispatched(call: FetchCall): Promise<Response> {
+  const req = call.outgoing;
+  const pending = slotFor(call.callOptions.run, req.method, req.url, req.init.body);
+  if (pending === undefined) return req.stream ? streamed(call) : unary(call);
+  return pending.then((slot) => {
     const replayed = slot?.replayed === true ? replay(slot.answer) : undefined;
     if (replayed !== undefined) return replayed;
     const record = slot?.replayed === false ? slot.record : undefined;
     return req.stream ? streamed(call, record) : unary(call, record);
-  };
+  });
 }
 
 /** What sending a request again does: the dialect's reading, else by its method. */

@@ -91,7 +91,20 @@ export function wire(
   // undici is an optional peer: with it, the default transport has no 300 s limit.
   const transport: Promise<Transport> | undefined =
     (!userFetch || connectMs !== undefined) && hasUndici() ? undiciTransport(connectMs) : undefined;
-  return async (url, init, attempt, signal) => {
+  // Not async: the common case hands on the fetch's own promise, with no tick between.
+  return (url, init, attempt, signal) => {
+    try {
+      return send(url, init, attempt, signal);
+    } catch (error) {
+      return Promise.reject(error); // a bad header, a fetch that throws: as a failed send
+    }
+  };
+  function send(
+    url: string,
+    init: RequestInit,
+    attempt: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Response> {
     const headers = attempt === undefined ? init.headers : numbered(init.headers, attempt, header);
     // One copy of the request's init per attempt, and none when nothing changed.
     let sent: RequestInit & { dispatcher?: unknown } = init;
@@ -99,11 +112,13 @@ export function wire(
       sent = { ...init, headers };
       if (signal !== undefined) sent.signal = signal;
     }
-    if (transport === undefined) return base(url, sent);
-    const t = await transport;
-    sent.dispatcher = t.dispatcher;
-    return (userFetch ? base : t.fetch)(url, sent);
-  };
+    // A fetch's own promise is handed on as it is (`Promise.resolve` of one is itself).
+    if (transport === undefined) return Promise.resolve(base(url, sent));
+    return transport.then((t) => {
+      sent.dispatcher = t.dispatcher;
+      return (userFetch ? base : t.fetch)(url, sent);
+    });
+  }
 }
 
 /** The request's headers, numbered as attempt `attempt`: the SDKs hand a Headers of their

@@ -5,6 +5,7 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/core/validate.ts";
 import { otel, traceRun } from "../../src/otel/otel.ts";
+import { policy } from "../../src/policy/policy.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
 import { callOptions, guardedFetch } from "../../src/providers/fetch.ts";
@@ -89,6 +90,25 @@ describe("every adapter's options are checked when it is made", () => {
     await expect(fetch("http://x.local/v1/chat/completions", init)).rejects.toThrow(
       /policy.execute: option "priority" must be a finite number; got "high"/,
     );
+  });
+
+  it("guardedFetch never throws where a fetch rejects: a fetch that throws, a header fetch refuses", async () => {
+    const thrower = guardedFetch({
+      fetch: () => {
+        throw new RangeError("sync");
+      },
+      policy: policy({ maxAttempts: 1 }),
+    });
+    const call = thrower("http://x.local/v1/chat/completions", { method: "POST", body: "{}" });
+    expect(call).toBeInstanceOf(Promise);
+    await expect(call).rejects.toThrow();
+    const plain = guardedFetch({
+      fetch: async () => new Response("{}"),
+      policy: policy({ maxAttempts: 1 }),
+    });
+    const bad = plain("http://x.local/v1", { method: "POST", body: "{}", headers: { "a b": "c" } });
+    expect(bad).toBeInstanceOf(Promise);
+    await expect(bad).rejects.toThrow();
   });
 
   it("each SDK's adapter refuses another SDK's client", () => {
