@@ -429,7 +429,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
-      return base(input, init); // a body that cannot be sent twice, or a Request object
+      return Promise.resolve(base(input, init)); // a body that cannot be sent twice, or a Request object
     const req = outgoing(input, init, o.dialect, parse);
     const perCall = req.init[CALL];
     const raw = req.init.body;
@@ -495,8 +495,8 @@ async function reconciled(c: FetchCall, error: unknown): Promise<Response | unde
 }
 
 /** What a call carries into the policy. Built of values checked when the fetch layer was
- * made (and by `callOptions`), so the policy does not check them again on every call; a
- * call's own options that did not come through `callOptions` are checked as any are. */
+ * made, so the policy does not check them again on every call, unless a value comes from
+ * elsewhere unchecked: a per-call entry, a run, or a reading that is not well formed. */
 function callOptionsOf(
   options: GuardedFetchOptions,
   d: Dialect | undefined,
@@ -512,8 +512,22 @@ function callOptionsOf(
   if (perCall?.priority !== undefined) out.priority = perCall.priority;
   out.effect = perCall?.effect ?? effectOf(d, req);
   if (limited && typeof body === "string") out.cost = estimateCost(d, body, req.json);
-  if (perCall === undefined) out[CHECKED] = true;
+  if (perCall === undefined && run === undefined && wellFormed(out)) out[CHECKED] = true;
   return out;
+}
+
+/** Whether what a request's own values put into its call options (its signal, a custom
+ * dialect's readings) is what the policy's checks allow: then they need no check again.
+ * A run is checked by the policy each call (a factory may hand anything). */
+function wellFormed(o: FetchCall["callOptions"]): boolean {
+  const text = (x: unknown) => x === undefined || (typeof x === "string" && x !== "");
+  return (
+    (o.signal === undefined || o.signal instanceof AbortSignal) &&
+    text(o.model) &&
+    text(o.provider) &&
+    text(o.operation) &&
+    EFFECTS.includes(o.effect!)
+  );
 }
 
 /** What a request is, as telemetry names it: the model it asks for, who serves it, the

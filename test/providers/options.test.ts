@@ -92,6 +92,32 @@ describe("every adapter's options are checked when it is made", () => {
     );
   });
 
+  it("what a request's own values bring into the policy is checked there: a run that is none, a dialect's bad readings", async () => {
+    const url = "http://x.local/v1/chat/completions";
+    const init = { method: "POST", body: "{}" };
+    const ok = async () => new Response("{}");
+    for (const run of [{}, () => ({})])
+      await expect(guardedFetch({ fetch: ok, run: run as never })(url, init)).rejects.toThrow(
+        /policy.execute: option "run" must be a Run/,
+      );
+    const dialect = (over: object) => ({ isContent: () => true, ...over }) as never;
+    await expect(
+      guardedFetch({ fetch: ok, dialect: dialect({ provider: 42 }) })(url, init),
+    ).rejects.toThrow(/option "provider" must be a non-empty string; got 42/);
+    await expect(
+      guardedFetch({ fetch: ok, dialect: dialect({ effect: () => "write" }) })(url, init),
+    ).rejects.toThrow(/option "effect" must be one of/);
+    // Well formed, the same request goes through.
+    expect((await guardedFetch({ fetch: ok, dialect: dialect({}) })(url, init)).status).toBe(200);
+  });
+
+  it("a request the fetch layer does not guard (a Request object) still comes back as a promise", async () => {
+    const fetch = guardedFetch({ fetch: (() => new Response("{}")) as never });
+    const r = fetch(new Request("http://x.local/v1/models"));
+    expect(r).toBeInstanceOf(Promise);
+    expect((await r).status).toBe(200);
+  });
+
   it("guardedFetch never throws where a fetch rejects: a fetch that throws, a header fetch refuses", async () => {
     const thrower = guardedFetch({
       fetch: () => {
