@@ -59,6 +59,7 @@ import {
   adapterOptions,
   asPolicy,
   FETCH_SPEC,
+  runOf,
 } from "./shared.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { hasUndici, wire } from "./transport.ts";
@@ -308,9 +309,9 @@ interface FetchCall {
   /** Both of the dialect's marks in one test (see `eitherMark`). */
   readonly either: RegExp | undefined;
   readonly checks: Checks;
-  /** What every call of this fetch layer shares: its checks, and their reading of a JSON
-   * answer (a call with a `validate` of its own has checks of its own). */
-  readonly shared: { readonly checks: Checks; readonly reply: OutputOptions<Reply> | undefined };
+  /** The checks' reading of a JSON answer: the fetch layer's own, made once, unless the
+   * call has a `validate` of its own. */
+  readonly reply: OutputOptions<Reply> | undefined;
   readonly continuation: boolean;
 }
 
@@ -422,10 +423,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     validate: undefined,
   };
   const either = eitherMark(o.dialect);
-  const shared = {
-    checks,
-    reply: o.dialect && replyChecks(o.dialect, checks, replyJson),
-  };
+  const reply = o.dialect && replyChecks(o.dialect, checks, replyJson);
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
@@ -438,6 +436,8 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
         ? checkRequest(o.dialect, req.url, raw, req.json, contextTokens)
         : undefined;
     if (refused !== undefined) return Promise.resolve(new FailedAnswer(refused)); // nothing sent, nothing spent
+    const own =
+      perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate };
     const call: FetchCall = {
       policy: p,
       outgoing: req,
@@ -445,8 +445,8 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       send,
       dialect: o.dialect,
       either,
-      checks: perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate },
-      shared,
+      checks: own,
+      reply: own === checks || !o.dialect ? reply : replyChecks(o.dialect, own, replyJson),
       continuation: o.continuation,
       reconcile: perCall?.reconcile ?? options.reconcile,
     };
@@ -507,8 +507,8 @@ function callOptionsOf(
   const out: FetchCall["callOptions"] & { [CHECKED]?: true } = labels(d, req);
   const { signal, body } = req.init;
   if (signal) out.signal = signal;
-  const run = perCall?.run ?? (typeof options.run === "function" ? options.run() : options.run);
-  if (run) out.run = run;
+  const run = runOf(options, perCall?.run);
+  if (run !== undefined) out.run = run;
   if (perCall?.priority !== undefined) out.priority = perCall.priority;
   out.effect = perCall?.effect ?? effectOf(d, req);
   if (limited && typeof body === "string") out.cost = estimateCost(d, body, req.json);
@@ -520,7 +520,6 @@ function callOptionsOf(
  * dialect's readings) is what the policy's checks allow: then they need no check again.
  * A run is checked by the policy each call (a factory may hand anything). */
 function wellFormed(o: FetchCall["callOptions"]): boolean {
-  const text = (x: unknown) => x === undefined || (typeof x === "string" && x !== "");
   return (
     (o.signal === undefined || o.signal instanceof AbortSignal) &&
     text(o.model) &&
@@ -529,6 +528,9 @@ function wellFormed(o: FetchCall["callOptions"]): boolean {
     EFFECTS.includes(o.effect!)
   );
 }
+
+/** Absent, or a string as the policy's label options take one (not empty). */
+const text = (x: unknown) => x === undefined || (typeof x === "string" && x !== "");
 
 /** What a request is, as telemetry names it: the model it asks for, who serves it, the
  * operation; and, inside an SDK method call, the error the SDK will hand its caller. */
@@ -563,15 +565,6 @@ interface Reply {
 const replyUsage = (r: unknown) => (r as Reply).usage;
 const replyJson = (r: Reply) => r.json;
 
-/** The output checks of a JSON answer: the same for every call without a `validate` of its
- * own (made once per fetch layer, not once per call). */
-function replyChecksOf(c: FetchCall): OutputOptions<Reply> | undefined {
-  if (c.dialect === undefined) return undefined;
-  return c.checks === c.shared.checks
-    ? c.shared.reply
-    : replyChecks(c.dialect, c.checks, replyJson);
-}
-
 /** A JSON request: the policy retries it until an answer counts; the SDK reads the answer
  * (or raises its own error from the one the policy gave up on). */
 async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
@@ -580,8 +573,7 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
   // The call's options are its own object: the reading of the answer is added to it.
   const options: ExecuteOptions<Reply> = c.callOptions;
   options.usage = replyUsage;
-  const reply = replyChecksOf(c);
-  if (reply !== undefined) Object.assign(options, reply);
+  if (c.reply !== undefined) Object.assign(options, c.reply);
   try {
     const done = await c.policy.execute(async (ctx): Promise<Reply> => {
       const res = await c.send(req, ctx.attempt, ctx.signal);

@@ -34,8 +34,7 @@ class Seen implements PromiseLike<unknown> {
     failed?: ((reason: unknown) => B | PromiseLike<B>) | null,
   ): PromiseLike<A | B> {
     const scope = this.#scope;
-    const settled = scope.settled;
-    const p = settled
+    const p = scope.settled
       ? Promise.resolve(scope.error)
       : new Promise<unknown>((resolve) => (scope.seen ??= []).push(resolve));
     return p.then(ok, failed);

@@ -68,10 +68,16 @@ export function adapterOptions<S extends Spec>(
   return parseOptions(owner, spec, options);
 }
 
-/** The run for one call: the call's own, else the adapter's. */
-export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
+/** The run for one call: the call's own, else the adapter's (its factory's, made now). */
+export function runOf(options: AdapterOptions, own?: unknown): Run | undefined {
   const run =
     (own as Run | undefined) ?? (typeof options.run === "function" ? options.run() : options.run);
+  return run || undefined;
+}
+
+/** The run for one call, as call options to spread. */
+export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
+  const run = runOf(options, own);
   return run ? { run } : {};
 }
 
