@@ -68,20 +68,21 @@ export function replyChecks<R>(
 /** How many of a stream's last events hold its finish reason, whatever the provider. */
 const TAIL = 8;
 
-/** Output options over a stream's events (parsed), or undefined when nothing is checked. */
+/** Output options over a stream's chunks (`jsons` reads the events in them, parsed), or
+ * undefined when nothing is checked. */
 export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
-  json: (e: E) => unknown,
+  jsons: (chunks: readonly E[]) => unknown[],
 ): OutputOptions<readonly E[]> | undefined {
   const answer = dialect.answer;
   if (answer === undefined || (c.truncation === "allow" && c.validate === undefined))
     return undefined;
-  const read = (events: readonly E[]) => answer(events.map(json));
+  const read = (chunks: readonly E[]) => answer(jsons(chunks));
   return {
     answerOf: (events) => read(events).text,
     // The finish reason is in the last events (the usage chunk may follow it): no need to
-    // parse the whole stream to read it.
+    // parse the whole stream to read it. Each chunk holds at least one event.
     truncated: (events) =>
       c.truncation === "error" && TRUNCATED_FINISH.has(read(events.slice(-TAIL)).finish ?? ""),
     ...(c.validate !== undefined && { validate: c.validate }),

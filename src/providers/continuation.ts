@@ -1,6 +1,6 @@
 import type { ContinueFrom, OpenStream } from "../index.ts";
 import type { Dialect, Lead } from "./dialect.ts";
-import type { SseEvent } from "./sse.ts";
+import type { SseChunk, SseEvent } from "./sse.ts";
 
 /** The prefill a broken answer may go on from, and the whitespace it was trimmed of
  * (providers refuse a prefill that ends in whitespace); undefined when it may not go on:
@@ -29,8 +29,8 @@ export function continueEvents(
   url: string,
   body: string,
   dialect: Dialect,
-  open: (body: string) => OpenStream<SseEvent>,
-): ContinueFrom<SseEvent> {
+  open: (body: string) => OpenStream<SseChunk>,
+): ContinueFrom<SseChunk> {
   return (partial) => {
     const go = prefillOf(partial.answer);
     if (go === undefined || dialect.continueWith === undefined) return undefined;
@@ -43,12 +43,13 @@ export function continueEvents(
 
 /** The continuation's events, each as the dialect says the SDK should read it. */
 async function* shaped(
-  events: AsyncIterable<SseEvent>,
+  chunks: AsyncIterable<SseChunk>,
   dialect: Dialect,
   lead: Lead,
 ): AsyncGenerator<SseEvent> {
-  for await (const e of events) {
-    const out = dialect.resume === undefined ? e : dialect.resume(e.json, e, lead);
-    if (out !== undefined) yield out;
-  }
+  for await (const chunk of chunks)
+    for (const e of chunk.events()) {
+      const out = dialect.resume === undefined ? e : dialect.resume(e.json, e, lead);
+      if (out !== undefined) yield out;
+    }
 }

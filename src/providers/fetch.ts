@@ -61,7 +61,7 @@ import {
   FETCH_SPEC,
   runOf,
 } from "./shared.ts";
-import { type SseEvent, sseEvents } from "./sse.ts";
+import { eventsOf, type SseChunk, type SseEvent, SseRun, sseEvents, type Tail } from "./sse.ts";
 import { hasUndici, wire } from "./transport.ts";
 
 export type { Dialect, Lead } from "./dialect.ts";
@@ -308,6 +308,8 @@ interface FetchCall {
   readonly dialect: Dialect | undefined;
   /** Both of the dialect's marks in one test (see `eitherMark`). */
   readonly either: RegExp | undefined;
+  /** How a stream's reads go on unsplit once content flows (see `tailOf`). */
+  readonly tail: Tail | undefined;
   readonly checks: Checks;
   /** The checks' reading of a JSON answer: the fetch layer's own, made once, unless the
    * call has a `validate` of its own. */
@@ -423,6 +425,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     validate: undefined,
   };
   const either = eitherMark(o.dialect);
+  const tail = tailOf(o.dialect, either);
   const reply = o.dialect && replyChecks(o.dialect, checks, replyJson);
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
@@ -445,6 +448,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       send,
       dialect: o.dialect,
       either,
+      tail,
       checks: own,
       reply: own === checks || !o.dialect ? reply : replyChecks(o.dialect, own, replyJson),
       continuation: o.continuation,
@@ -617,11 +621,13 @@ function safeJson(text: string): unknown {
 function opener(c: FetchCall, body?: string, answered?: (res: Response) => void) {
   const req =
     body === undefined ? c.outgoing : { ...c.outgoing, init: { ...c.outgoing.init, body } };
-  return async (ctx: AttemptContext): Promise<AsyncIterable<SseEvent>> => {
+  // A continuation's events are each shaped to go on with the first answer: none is a run.
+  const tail = body === undefined ? c.tail : undefined;
+  return async (ctx: AttemptContext): Promise<AsyncIterable<SseChunk>> => {
     const res = await c.send(req, ctx.attempt, ctx.signal);
     if (!res.ok) throw await UpstreamAnswer.read(res);
     answered?.(res);
-    return sseEvents(res.body ?? emptyBody(), modelLook(c.dialect, ctx));
+    return sseEvents(res.body ?? emptyBody(), modelLook(c.dialect, ctx), tail);
   };
 }
 
@@ -650,6 +656,31 @@ function eitherMark(dialect: Dialect | undefined): RegExp | undefined {
   }
 }
 
+/**
+ * The marks that let a stream's reads go on unsplit once content flows: a read of whole
+ * events that none matches carries no usage and no error, so nothing in it is parsed.
+ * None when the dialect reads usage or errors with no mark for them (every event is read).
+ */
+function tailOf(dialect: Dialect | undefined, either: RegExp | undefined): Tail | undefined {
+  if (dialect === undefined) return undefined;
+  const { usage, error } = dialect.marks ?? {};
+  if ((dialect.usage && !usage) || (dialect.inBand && !error)) return undefined;
+  const needed =
+    either !== undefined ? [either] : [dialect.usage && usage, dialect.inBand && error];
+  const marks: RegExp[] = [];
+  // Tested afresh on each read: a sticky or global mark would carry where it stopped.
+  for (const m of needed) if (m) marks.push(new RegExp(m.source, m.flags.replace(/[gy]/g, "")));
+  return { content: (e) => dialect.isContent(e.json, e), marks };
+}
+
+/** Whether a chunk holds content: a run, when one of its events does (asked after the first
+ * content only for the idle timer). */
+function holdsContent(dialect: Dialect | undefined, e: SseChunk): boolean {
+  if (dialect === undefined) return true;
+  if (!(e instanceof SseRun)) return dialect.isContent(e.json, e);
+  return e.events().some((one) => dialect.isContent(one.json, one));
+}
+
 /** The stream call under the policy: events read for content, usage, in-band errors and
  * the answer so far; with `continuation`, a break goes on from where it broke. */
 function openEvents(c: FetchCall, answered: (res: Response) => void) {
@@ -659,23 +690,26 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const { either } = c;
   // The last event neither mark matched (the stream runs `inspect` on a chunk before
   // `usage`): one scan of its text, not two.
-  let quiet: SseEvent | undefined;
+  let quiet: SseChunk | undefined;
   const raw = c.outgoing.init.body;
   const continuing =
     c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
-  return c.policy.stream<SseEvent>(opener(c, undefined, answered), {
+  return c.policy.stream<SseChunk>(opener(c, undefined, answered), {
     ...c.callOptions,
-    isContent: (e) => dialect?.isContent(e.json, e) ?? true,
+    isContent: (e) => holdsContent(dialect, e),
     ...(dialect?.usage && {
-      usage: (e: SseEvent) =>
-        e === quiet || usageMark?.test(e.raw) === false ? undefined : dialect.usage!(e.json),
+      usage: (e: SseChunk) =>
+        e === quiet || e instanceof SseRun || usageMark?.test(e.raw) === false
+          ? undefined
+          : dialect.usage!(e.json),
     }),
     ...(dialect?.answer && {
-      answer: (events: readonly SseEvent[]) => dialect.answer!(events.map((e) => e.json)),
+      answer: (chunks: readonly SseChunk[]) => dialect.answer!(jsonsOf(chunks)),
     }),
-    ...(dialect && streamChecks(dialect, c.checks, (e: SseEvent) => e.json)),
+    ...(dialect && streamChecks(dialect, c.checks, jsonsOf)),
+    // A run matched no mark: it holds no error.
     inspect: (e) => {
-      if (either?.test(e.raw) === false) {
+      if (e instanceof SseRun || either?.test(e.raw) === false) {
         quiet = e;
         return undefined;
       }
@@ -691,6 +725,9 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
   });
 }
 
+/** The JSON of every event in `chunks`, in order. */
+const jsonsOf = (chunks: readonly SseChunk[]) => eventsOf(chunks).map((e) => e.json);
+
 /** A stream request: retried until its first content event, then passed through. */
 async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   let current: Response | undefined;
@@ -700,7 +737,7 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   // `guardedStream(sdkStream)` finds the stream by the SDK's request signal.
   const signal = c.callOptions.signal;
   if (signal !== undefined) streamBehind(signal, events as GuardedStream<unknown>);
-  let first: IteratorResult<SseEvent>;
+  let first: IteratorResult<SseChunk>;
   try {
     first = await events.next(); // the retries happen here, before the SDK sees a byte
   } catch (error) {

@@ -1,5 +1,5 @@
 import { PULL, type Pullable, pullable } from "../internal.ts";
-import type { SseEvent } from "./sse.ts";
+import type { SseChunk } from "./sse.ts";
 
 /** How a stream handed on ends: what a failure leaves the SDK to read, and the record of a
  * stream read to its end. */
@@ -24,8 +24,8 @@ const STREAMING = { stream: true } as const;
  * the same through the body as a ReadableStream.
  */
 export function passThrough(
-  events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
-  first: IteratorResult<SseEvent>,
+  events: AsyncIterator<SseChunk> & { return(): Promise<unknown> },
+  first: IteratorResult<SseChunk>,
   ends: Ends,
 ): ReadableStream<Uint8Array> {
   const bytes = new EventBytes(events, first, ends);
@@ -65,9 +65,9 @@ const noop = () => {};
 
 /** The bytes of each event, in order; a failure ends them as `ends` says. */
 class EventBytes implements AsyncIterableIterator<Uint8Array> {
-  readonly #events: AsyncIterator<SseEvent> & { return(): Promise<unknown> };
+  readonly #events: AsyncIterator<SseChunk> & { return(): Promise<unknown> };
   readonly #ends: Ends;
-  #first: IteratorResult<SseEvent> | undefined;
+  #first: IteratorResult<SseChunk> | undefined;
   /** Nothing follows: the end came, a failure's last bytes were handed on, or the
    * consumer left. */
   #over = false;
@@ -80,8 +80,8 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   readonly #decoder: TextDecoder | undefined;
 
   constructor(
-    events: AsyncIterator<SseEvent> & { return(): Promise<unknown> },
-    first: IteratorResult<SseEvent>,
+    events: AsyncIterator<SseChunk> & { return(): Promise<unknown> },
+    first: IteratorResult<SseChunk>,
     ends: Ends,
   ) {
     this.#events = events;
@@ -131,13 +131,13 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   ): void => {
     this.#resolve = resolve;
     try {
-      (this.#events as Pullable<SseEvent>)[PULL](this.#onPulled, this.#onPullFailed);
+      (this.#events as Pullable<SseChunk>)[PULL](this.#onPulled, this.#onPullFailed);
     } catch (error) {
       this.#onPullFailed(error);
     }
   };
 
-  readonly #onPulled = (r: IteratorResult<SseEvent>): void => {
+  readonly #onPulled = (r: IteratorResult<SseChunk>): void => {
     let out: IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>>;
     try {
       out = this.#onEvent(r);
@@ -174,7 +174,7 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
   }
 
   readonly #onEvent = (
-    r: IteratorResult<SseEvent>,
+    r: IteratorResult<SseChunk>,
   ): IteratorResult<Uint8Array> | Promise<IteratorResult<Uint8Array>> => {
     if (r.done) return this.#end();
     const bytes = r.value.bytes ?? ENCODER.encode(r.value.raw);

@@ -41,6 +41,11 @@ export class SseEvent {
     return this.#data!;
   }
 
+  /** The events it is: itself (a run holds several). */
+  events(): readonly SseEvent[] {
+    return [this];
+  }
+
   /** The data parsed as JSON; undefined when it is not JSON (a comment, `[DONE]`). */
   get json(): unknown {
     if (!this.#parsed) {
@@ -56,7 +61,61 @@ export class SseEvent {
   }
 }
 
-const DONE: IteratorResult<SseEvent> = { done: true, value: undefined };
+/**
+ * Whole events that carry no mark (no usage, no error), as one network read brought them
+ * once the stream's content flows: handed on as they came, not split or parsed, and read
+ * into events only when asked (the answer so far, the checks at the end). Most of a
+ * stream's chunks come this way.
+ */
+export class SseRun {
+  /** The read's bytes, as they came. */
+  readonly bytes: Uint8Array;
+  #events: readonly SseEvent[] | undefined;
+
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes;
+  }
+
+  /** Its text (decoded on each ask: a run keeps no text of its own). */
+  get raw(): string {
+    return WHOLE.decode(this.bytes);
+  }
+
+  /** The events in it, in order (split once, when first asked). */
+  events(): readonly SseEvent[] {
+    if (this.#events !== undefined) return this.#events;
+    const out: SseEvent[] = [];
+    let text = this.raw;
+    const plain = text.indexOf("\r") === -1;
+    for (let end = boundaryEnd(text, plain); end !== -1; end = boundaryEnd(text, plain)) {
+      out.push(new SseEvent(text.slice(0, end)));
+      text = text.slice(end);
+    }
+    if (text !== "") out.push(new SseEvent(text)); // cannot happen: a run ends on a boundary
+    this.#events = out;
+    return out;
+  }
+}
+
+/** What the reader yields: an event, or (once content flows) a run of unmarked events. */
+export type SseChunk = SseEvent | SseRun;
+
+/** The events in `chunks`, in order. */
+export function eventsOf(chunks: readonly SseChunk[]): SseEvent[] {
+  const out: SseEvent[] = [];
+  for (const c of chunks) for (const e of c.events()) out.push(e);
+  return out;
+}
+
+/** What lets the reader hand whole reads on unsplit once content flows: which event is
+ * content (from the read after it on), and the marks of an event that may carry usage or
+ * an error (a read that matches one is split into its events, as before content). */
+export interface Tail {
+  content(event: SseEvent): boolean;
+  readonly marks: readonly RegExp[];
+}
+
+const DONE: IteratorResult<SseChunk> = { done: true, value: undefined };
 
 /** The end of an event: a blank line in any of the three line-break styles SSE allows. */
 const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
@@ -69,15 +128,28 @@ const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
 export function sseEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
   look?: (event: SseEvent) => boolean,
-): AsyncIterableIterator<SseEvent> & { return(): Promise<IteratorResult<SseEvent>> } {
-  return new SseReader(body, look);
+): Events<SseEvent>;
+/** With `tail`: once content flows, whole reads that match no mark come as runs. */
+export function sseEvents(
+  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+  look: ((event: SseEvent) => boolean) | undefined,
+  tail: Tail | undefined,
+): Events<SseChunk>;
+export function sseEvents(
+  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+  look?: (event: SseEvent) => boolean,
+  tail?: Tail,
+): Events<SseChunk> {
+  return new SseReader(body, look, tail);
 }
 
-class SseReader implements AsyncIterableIterator<SseEvent> {
+type Events<C> = AsyncIterableIterator<C> & { return(): Promise<IteratorResult<C>> };
+
+class SseReader implements AsyncIterableIterator<SseChunk> {
   readonly #decoder = new TextDecoder();
   readonly #source: AsyncIterator<Uint8Array>;
   #buffer = "";
-  readonly #ready: SseEvent[] = [];
+  readonly #ready: SseChunk[] = [];
   #at = 0;
   #done = false;
   /** The last read ended on a line break: the decoder holds no half of a character. */
@@ -87,12 +159,21 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
 
   /** Shown each event until it returns true (it has seen what it looks for). */
   #look: ((event: SseEvent) => boolean) | undefined;
+  /** Asked of each event until one is content; then its marks test each whole read. */
+  #tail: Tail | undefined;
+  /** Content flowed: a whole read that matches no mark goes on as a run. */
+  #flowing = false;
+  /** The marks read a read's bytes as they read its text (see `bytewise`). */
+  readonly #bytewise: boolean;
 
   constructor(
     body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
     look?: (event: SseEvent) => boolean,
+    tail?: Tail,
   ) {
     this.#look = look;
+    this.#tail = tail;
+    this.#bytewise = tail?.marks.every(bytewise) ?? false;
     // A ReadableStream is read through its reader here, not through one more generator;
     // cancelling the reader ends a read still pending, so a cut needs no race.
     const stream = typeof (body as ReadableStream<Uint8Array>).getReader === "function";
@@ -108,14 +189,14 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     return this;
   }
 
-  next(): Promise<IteratorResult<SseEvent>> {
+  next(): Promise<IteratorResult<SseChunk>> {
     if (this.#at < this.#ready.length) return Promise.resolve(this.#take());
     if (this.#done) return Promise.resolve(DONE);
     return this.#source.next().then(this.#onRead);
   }
 
   /** `next()` with no promise of its own (see PULL): one read of the body a turn. */
-  [PULL](ok: (r: IteratorResult<SseEvent>) => void, fail: (error: unknown) => void): void {
+  [PULL](ok: (r: IteratorResult<SseChunk>) => void, fail: (error: unknown) => void): void {
     if (this.#at < this.#ready.length) {
       ok(this.#take());
       return;
@@ -129,11 +210,11 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     this.#source.next().then(this.#onPulled, this.#onPullFailed);
   }
 
-  #ok: ((r: IteratorResult<SseEvent>) => void) | undefined;
+  #ok: ((r: IteratorResult<SseChunk>) => void) | undefined;
   #fail: ((error: unknown) => void) | undefined;
 
   readonly #onPulled = (r: IteratorResult<Uint8Array>): void => {
-    let out: IteratorResult<SseEvent> | undefined;
+    let out: IteratorResult<SseChunk> | undefined;
     try {
       out = this.#fromRead(r);
     } catch (error) {
@@ -154,7 +235,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     fail(error);
   };
 
-  #take(): IteratorResult<SseEvent> {
+  #take(): IteratorResult<SseChunk> {
     const e = this.#ready[this.#at++]!;
     if (this.#at === this.#ready.length) {
       this.#ready.length = 0;
@@ -163,7 +244,8 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     return this.#give(e);
   }
 
-  #give(e: SseEvent): IteratorResult<SseEvent> {
+  #give(e: SseChunk): IteratorResult<SseChunk> {
+    if (e instanceof SseRun) return { done: false, value: e };
     if (this.#look !== undefined) {
       // A look that throws (a dialect's reader) stops looking; the stream goes on.
       let seen = true;
@@ -172,17 +254,18 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
       } catch {}
       if (seen) this.#look = undefined;
     }
+    if (this.#tail !== undefined && !this.#flowing) this.#flowing = isContent(this.#tail, e);
     return { done: false, value: e };
   }
 
   /** One network read: the next event, or another read when it held no whole event. */
   readonly #onRead = (
     r: IteratorResult<Uint8Array>,
-  ): IteratorResult<SseEvent> | Promise<IteratorResult<SseEvent>> =>
+  ): IteratorResult<SseChunk> | Promise<IteratorResult<SseChunk>> =>
     this.#fromRead(r) ?? this.#source.next().then(this.#onRead);
 
   /** The next event a network read gives, or undefined when it held no whole one. */
-  #fromRead(r: IteratorResult<Uint8Array>): IteratorResult<SseEvent> | undefined {
+  #fromRead(r: IteratorResult<Uint8Array>): IteratorResult<SseChunk> | undefined {
     if (r.done) return this.#end();
     const one = this.#split(r.value);
     if (one !== undefined) return this.#give(one);
@@ -190,7 +273,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     return undefined;
   }
 
-  #end(): IteratorResult<SseEvent> {
+  #end(): IteratorResult<SseChunk> {
     this.#done = true;
     const rest = this.#buffer + this.#decoder.decode();
     this.#buffer = "";
@@ -200,10 +283,18 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
 
   /** Splits a read into events; the common case (one whole event in one read, nothing held
    * from before) is returned as it is, queued nowhere. */
-  #split(bytes: Uint8Array): SseEvent | undefined {
+  #split(bytes: Uint8Array): SseChunk | undefined {
     // Nothing held from before: no text in the buffer, no half character in the decoder.
     const fresh = this.#buffer === "" && this.#clean;
     const breaks = endsInBreak(bytes);
+    // Once content flows, a read of whole events that no mark matches goes on as it came.
+    if (
+      this.#flowing &&
+      fresh &&
+      endsEvent(bytes) &&
+      !marked(this.#tail!.marks, bytes, this.#bytewise)
+    )
+      return new SseRun(bytes);
     // A read that starts and ends on a whole character (the common case) is decoded on
     // its own, on the decoder's fast path; the streaming decoder keeps a character split
     // between reads, and takes the byte-order mark off the stream's start.
@@ -229,7 +320,7 @@ class SseReader implements AsyncIterableIterator<SseEvent> {
     return undefined;
   }
 
-  async return(): Promise<IteratorResult<SseEvent>> {
+  async return(): Promise<IteratorResult<SseChunk>> {
     this.#done = true;
     await this.#source.return?.();
     return { done: true, value: undefined };
@@ -253,6 +344,56 @@ function boundaryEnd(buffer: string, plain: boolean): number {
 
 const endsInBreak = (b: Uint8Array) =>
   b.length > 0 && (b[b.length - 1] === 10 || b[b.length - 1] === 13);
+
+/** Whether a read ends an event: a blank line at its very end, in any of the three styles
+ * (a read that begins with the second half of one is not looked into: it is split). */
+function endsEvent(b: Uint8Array): boolean {
+  const n = b.length;
+  if (n < 2) return false;
+  const last = b[n - 1];
+  const before = b[n - 2];
+  if (last === 10)
+    return before === 10 || (before === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13);
+  return last === 13 && before === 13;
+}
+
+/** Whether any mark matches a read (whole events, so whole characters): on its bytes one
+ * character each where the marks read the same so (see `bytewise`), else on its text. */
+function marked(marks: readonly RegExp[], bytes: Uint8Array, bytewise: boolean): boolean {
+  const text = bytewise ? LATIN1.call(bytes, 0, bytes.length) : WHOLE.decode(bytes);
+  for (let i = 0; i < marks.length; i++) if (marks[i]!.test(text)) return true;
+  return false;
+}
+
+/** Node's one-character-a-byte decoder (what `toString("latin1")` runs): a copy, where
+ * UTF-8 decoding validates and converts (half the cost of a mark test). */
+const LATIN1: (this: Uint8Array, start: number, end: number) => string =
+  (Buffer.prototype as unknown as { latin1Slice?: typeof LATIN1 }).latin1Slice ??
+  function (this: Uint8Array) {
+    return Buffer.from(this.buffer, this.byteOffset, this.byteLength).toString("latin1");
+  };
+
+/**
+ * Whether a mark finds in a read's bytes, one character each, whatever it finds in their
+ * UTF-8 text: true of a mark written in ASCII (no `u` flag) that takes no single character
+ * of any kind (`.`, a negated class, `\S`, `\W`, `\D`), so that only ASCII characters, the
+ * same in both, can make up its match; and `\s`, but for a non-ASCII space (text, not
+ * bytes), which JSON never puts between its tokens.
+ */
+export function bytewise(mark: RegExp): boolean {
+  if (/[uv]/.test(mark.flags) || !/^[\x20-\x7e]*$/.test(mark.source)) return false;
+  return !/(?:^|[^\\])(?:\\\\)*(?:\.|\[\^|\\[SWD])/.test(mark.source);
+}
+
+/** The dialect's reading of an event: one that throws reads as content, as the policy's
+ * hook reads it (nothing is held back on a guess). */
+function isContent(tail: Tail, e: SseEvent): boolean {
+  try {
+    return tail.content(e);
+  } catch {
+    return true;
+  }
+}
 
 /** A reader's chunks as an iterator whose `next` is the reader's own `read`; returning
  * cancels the reader. */

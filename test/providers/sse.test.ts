@@ -1,7 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CUTS_READS, PULL, type Pullable } from "../../src/policy/stream-head.ts";
-import { type SseEvent, sseEvents } from "../../src/providers/sse.ts";
+import {
+  bytewise,
+  eventsOf,
+  type SseChunk,
+  type SseEvent,
+  SseRun,
+  sseEvents,
+  type Tail,
+} from "../../src/providers/sse.ts";
 
 /** Enough runs to meet a read that ends inside a character right after an event. */
 const NUM_RUNS = Number(process.env.SSE_RUNS ?? 1_000);
@@ -200,5 +208,142 @@ describe("sseEvents", () => {
     for await (const e of sseEvents(stream, look)) raws.push(e.raw);
     expect(raws).toEqual(["data: a\n\n", "\ndata: b\n\n", "data: c\n\n"]);
     expect(looks).toBe(1);
+  });
+});
+
+/** Reads every chunk. */
+async function all<C>(it: AsyncIterable<C>): Promise<C[]> {
+  const out: C[] = [];
+  for await (const c of it) out.push(c);
+  return out;
+}
+
+describe("sseEvents with a tail: once content flows, whole reads no mark matches go on as runs", () => {
+  const enc = new TextEncoder();
+  // Content is an event whose data says "c"; usage and errors are what the marks find.
+  const tail: Tail = { content: (e) => e.data.includes("c"), marks: [/usage|error/] };
+  const reads = (parts: string[]) =>
+    new ReadableStream<Uint8Array>({
+      start(ctl) {
+        for (const p of parts) ctl.enqueue(enc.encode(p));
+        ctl.close();
+      },
+    });
+
+  it("events until the first content, then runs of whole reads; marked, cut or \\r-ended reads are split as before", async () => {
+    const parts = [
+      "data: role\n\n", // before content: an event
+      "data: c1\n\n", // the first content: an event
+      "data: c2\n\ndata: c3\n\n", // two whole events, no mark: one run
+      "data: usage 5\n\n", // a mark: an event
+      "data: c4\n", // cut inside an event: split
+      "\ndata: c5\r\n\r\n", // ends the one before, and one more: split (it was held)
+      "data: c6\r\n\r\n", // whole, in the other style: a run
+      "data: error\n\n", // a mark: an event
+    ];
+    const chunks = await all(sseEvents(reads(parts), undefined, tail));
+    expect(chunks.map((c) => (c instanceof SseRun ? `run(${c.raw})` : c.raw))).toEqual([
+      "data: role\n\n",
+      "data: c1\n\n",
+      "run(data: c2\n\ndata: c3\n\n)",
+      "data: usage 5\n\n",
+      "data: c4\n\n",
+      "data: c5\r\n\r\n",
+      "run(data: c6\r\n\r\n)",
+      "data: error\n\n",
+    ]);
+    const run = chunks[2] as SseRun;
+    expect(run.bytes).toEqual(enc.encode(parts[2]!)); // the read's own bytes, as they came
+    expect(run.events().map((e) => e.data)).toEqual(["c2", "c3"]);
+    expect(run.events()).toBe(run.events()); // split once
+    expect(eventsOf(chunks).map((e) => e.data)).toEqual([
+      "role",
+      "c1",
+      "c2",
+      "c3",
+      "usage 5",
+      "c4",
+      "c5",
+      "c6",
+      "error",
+    ]);
+  });
+
+  it("a dialect reading that throws reads as content: the runs begin after it", async () => {
+    const throwing: Tail = {
+      content: () => {
+        throw new Error("a dialect's reader that throws");
+      },
+      marks: [/usage/],
+    };
+    const chunks = await all(sseEvents(reads(["data: a\n\n", "data: b\n\n"]), undefined, throwing));
+    expect(chunks.map((c) => c instanceof SseRun)).toEqual([false, true]);
+  });
+
+  it("property: whatever the reads and marks, the bytes are the bytes that came, the events the events, and no run holds a marked event or comes before content", async () => {
+    const piece = fc.oneof(
+      fc.constantFrom("é", "日本", "🙂", "\n", "\r", "\r\n", "\n\n", "\r\n\r\n", "\r\r"),
+      fc.constantFrom("data: ", "data: c", "data: x", "usage", "error", "event: e\n"),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(piece, { maxLength: 40 }),
+        fc.array(fc.nat(300), { maxLength: 16 }),
+        async (pieces, cuts) => {
+          const bytes = enc.encode(pieces.join(""));
+          const plain = await all(sseEvents(body(bytes, cuts)));
+          const chunks: SseChunk[] = await all(sseEvents(body(bytes, cuts), undefined, tail));
+          const out = chunks.map((c) => c.bytes ?? enc.encode(c.raw));
+          expect(Buffer.from(concat(out)).equals(Buffer.from(bytes))).toBe(true);
+          expect(eventsOf(chunks).map((e) => e.raw)).toEqual(plain.map((e) => e.raw));
+          const firstContent = chunks.findIndex((c) => !(c instanceof SseRun) && tail.content(c));
+          chunks.forEach((c, i) => {
+            if (!(c instanceof SseRun)) return;
+            expect(i).toBeGreaterThan(firstContent);
+            expect(firstContent).toBeGreaterThanOrEqual(0);
+            for (const e of c.events()) expect(/usage|error/.test(e.raw)).toBe(false);
+          });
+        },
+      ),
+      { numRuns: NUM_RUNS },
+    );
+  });
+});
+
+describe("bytewise: which marks find in a read's bytes, one character each, what they find in its text", () => {
+  it("ASCII marks that take no single character of any kind; not `.`, negated classes, \\S \\W \\D, non-ASCII or `u`", () => {
+    const yes = [/"usage"\s*:\s*\{/, /error|response\.failed/, /usageMetadata/, /a\.b/, /\\\./];
+    const no = [/a.b/, /a\\.b/, /[^x]/, /\S+/, /\W/, /\d\D/, /é/, /x/u, new RegExp("x", "v")];
+    expect(yes.map(bytewise)).toEqual(yes.map(() => true));
+    expect(no.map(bytewise)).toEqual(no.map(() => false));
+  });
+
+  it("property: a bytewise mark that matches a text matches its bytes read one character each, but for whitespace that is not ASCII (JSON has none)", () => {
+    const latin1 = (b: Uint8Array) => Buffer.from(b).toString("latin1");
+    const marks = [
+      /"usage"\s*:\s*\{/,
+      /error|response\.failed/,
+      /"usageMetadata"/,
+      /"type"\s*:\s*"error"/,
+    ];
+    const piece = fc.oneof(
+      fc.string({ unit: "grapheme" }),
+      fc.constantFrom('"usage"', ": ", ":{", "{", "error", '"type":"error"', "é", "日本", "🙂"),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 20 }), (pieces) => {
+        const text = pieces.join("").replace(/(?![\t\n\v\f\r ])\s/g, "");
+        for (const m of marks)
+          if (bytewise(m) && m.test(text))
+            expect(m.test(latin1(new TextEncoder().encode(text)))).toBe(true);
+      }),
+      { numRuns: NUM_RUNS },
+    );
+    // The exception, which no JSON between its tokens has: a non-breaking space is \s as text.
+    const nbsp = '"usage"\u00a0:{';
+    expect([marks[0]!.test(nbsp), marks[0]!.test(latin1(new TextEncoder().encode(nbsp)))]).toEqual([
+      true,
+      false,
+    ]);
   });
 });
