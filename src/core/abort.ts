@@ -90,19 +90,25 @@ const setFanout = (signal: AbortSignal, f: Fanout | undefined) => {
 };
 
 /**
- * Fanouts that emptied during this turn of the event loop. They are detached together
- * once the turn ends, so a loop of calls on one long-lived signal keeps one listener
- * instead of adding and removing it per call, and none is left once they are done.
+ * The fanout that emptied last, its listener kept until the event loop's turn ends: a loop
+ * of calls on one long-lived signal then keeps one listener instead of adding and removing
+ * it per call, and none is left once they are done. Only one is kept: the one before is
+ * let go when another empties, so a loop of calls each with a signal of its own (what an
+ * SDK makes per request) holds one, not one per call, however long no turn ends (a loop
+ * of awaited calls that never waits on I/O).
  */
-let toDetach: Fanout[] = [];
+let parked: Fanout | undefined;
 function emptied(f: Fanout): void {
-  toDetach.push(f);
-  if (toDetach.length === 1) setImmediate(detachAll);
+  if (parked === f) return;
+  const before = parked;
+  parked = f;
+  if (before === undefined) setImmediate(detachParked);
+  else before.detach();
 }
-function detachAll(): void {
-  const list = toDetach;
-  toDetach = [];
-  for (const f of list) f.detach();
+function detachParked(): void {
+  const f = parked;
+  parked = undefined;
+  f?.detach();
 }
 
 /** Removes a collected watcher's entry without waiting for the next sweep. */

@@ -332,6 +332,18 @@ describe("policy.execute", () => {
     expect(EventEmitter.getEventListeners(ac.signal, "abort")).toHaveLength(0);
   });
 
+  it("calls each with a signal of their own, awaited in a loop that never waits on I/O, leave a listener on the last signal only", async () => {
+    const { EventEmitter } = await import("node:events");
+    const p = policy();
+    const signals = Array.from({ length: 2_000 }, () => new AbortController().signal);
+    // No turn of the event loop ends in between: only microtasks run.
+    for (const signal of signals) await p.execute(async () => 1, { signal });
+    const held = signals.filter((s) => EventEmitter.getEventListeners(s, "abort").length > 0);
+    expect(held).toEqual([signals.at(-1)]);
+    await new Promise((r) => setImmediate(r));
+    expect(EventEmitter.getEventListeners(signals.at(-1)!, "abort")).toHaveLength(0);
+  });
+
   describe("Run limits", () => {
     it("the run's attempts bind across several calls", async () => {
       const clock = new VirtualClock();
