@@ -50,6 +50,7 @@ import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
+import { type Marks, marksOf, tailOf } from "./marks.ts";
 import { type Ends, passThrough } from "./pass-through.ts";
 import { ReadResponse } from "./read-response.ts";
 import { currentAttempt, gaveUp, sdkBody, seenAs } from "./scope.ts";
@@ -306,9 +307,9 @@ interface FetchCall {
   readonly reconcile: Reconcile | undefined;
   readonly send: Send;
   readonly dialect: Dialect | undefined;
-  /** Both of the dialect's marks in one test (see `eitherMark`). */
-  readonly either: RegExp | undefined;
-  /** How a stream's reads go on unsplit once content flows (see `tailOf`). */
+  /** The dialect's marks, as tested (`marksOf`). */
+  readonly marks: Marks;
+  /** How a stream's reads go on unsplit once content flows (`tailOf`). */
   readonly tail: Tail | undefined;
   readonly checks: Checks;
   /** The checks' reading of a JSON answer: the fetch layer's own, made once, unless the
@@ -424,8 +425,8 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     fencedJson: o.fencedJson,
     validate: undefined,
   };
-  const either = eitherMark(o.dialect);
-  const tail = tailOf(o.dialect, either);
+  const marks = marksOf(o.dialect);
+  const tail = tailOf(o.dialect, marks);
   const reply = o.dialect && replyChecks(o.dialect, checks, replyJson);
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
@@ -447,7 +448,7 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
       callOptions: callOptionsOf(options, o.dialect, req, perCall, limited),
       send,
       dialect: o.dialect,
-      either,
+      marks,
       tail,
       checks: own,
       reply: own === checks || !o.dialect ? reply : replyChecks(o.dialect, own, replyJson),
@@ -642,37 +643,6 @@ function modelLook(dialect: Dialect | undefined, ctx: AttemptContext) {
   };
 }
 
-/** One test for both of a dialect's marks (usage, error); none when it lacks one, or their
- * flags differ. */
-function eitherMark(dialect: Dialect | undefined): RegExp | undefined {
-  const { usage, error } = dialect?.marks ?? {};
-  const flags = usage?.flags.replace(/[gy]/g, "");
-  if (usage === undefined || error === undefined || flags !== error.flags.replace(/[gy]/g, ""))
-    return undefined;
-  try {
-    return new RegExp(`${usage.source}|${error.source}`, flags);
-  } catch {
-    return undefined; // the same group name in both (V8 before 12.5): each is tested alone
-  }
-}
-
-/**
- * The marks that let a stream's reads go on unsplit once content flows: a read of whole
- * events that none matches carries no usage and no error, so nothing in it is parsed.
- * None when the dialect reads usage or errors with no mark for them (every event is read).
- */
-function tailOf(dialect: Dialect | undefined, either: RegExp | undefined): Tail | undefined {
-  if (dialect === undefined) return undefined;
-  const { usage, error } = dialect.marks ?? {};
-  if ((dialect.usage && !usage) || (dialect.inBand && !error)) return undefined;
-  const needed =
-    either !== undefined ? [either] : [dialect.usage && usage, dialect.inBand && error];
-  const marks: RegExp[] = [];
-  // Tested afresh on each read: a sticky or global mark would carry where it stopped.
-  for (const m of needed) if (m) marks.push(new RegExp(m.source, m.flags.replace(/[gy]/g, "")));
-  return { content: (e) => dialect.isContent(e.json, e), marks };
-}
-
 /** Whether a chunk holds content: a run, when one of its events does (asked after the first
  * content only for the idle timer). */
 function holdsContent(dialect: Dialect | undefined, e: SseChunk): boolean {
@@ -685,9 +655,7 @@ function holdsContent(dialect: Dialect | undefined, e: SseChunk): boolean {
  * the answer so far; with `continuation`, a break goes on from where it broke. */
 function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const { dialect } = c;
-  const usageMark = dialect?.marks?.usage;
-  const errorMark = dialect?.marks?.error;
-  const { either } = c;
+  const { usage: usageMark, error: errorMark, either } = c.marks;
   // The last event neither mark matched (the stream runs `inspect` on a chunk before
   // `usage`): one scan of its text, not two.
   let quiet: SseChunk | undefined;

@@ -113,6 +113,9 @@ export function eventsOf(chunks: readonly SseChunk[]): SseEvent[] {
 export interface Tail {
   content(event: SseEvent): boolean;
   readonly marks: readonly RegExp[];
+  /** The marks find in a read's bytes, one character each, what they find in its text
+   * (`bytewise`, src/providers/marks.ts): they are tested so, skipping a UTF-8 decode. */
+  readonly bytewise: boolean;
 }
 
 const DONE: IteratorResult<SseChunk> = { done: true, value: undefined };
@@ -163,8 +166,6 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   #tail: Tail | undefined;
   /** Content flowed: a whole read that matches no mark goes on as a run. */
   #flowing = false;
-  /** The marks read a read's bytes as they read its text (see `bytewise`). */
-  readonly #bytewise: boolean;
 
   constructor(
     body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
@@ -173,7 +174,6 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   ) {
     this.#look = look;
     this.#tail = tail;
-    this.#bytewise = tail?.marks.every(bytewise) ?? false;
     // A ReadableStream is read through its reader here, not through one more generator;
     // cancelling the reader ends a read still pending, so a cut needs no race.
     const stream = typeof (body as ReadableStream<Uint8Array>).getReader === "function";
@@ -287,12 +287,14 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
     // Nothing held from before: no text in the buffer, no half character in the decoder.
     const fresh = this.#buffer === "" && this.#clean;
     const breaks = endsInBreak(bytes);
-    // Once content flows, a read of whole events that no mark matches goes on as it came.
+    // Once content flows, a read of whole events that no mark matches goes on as it came
+    // (while the look still looks, each event is shown it).
     if (
       this.#flowing &&
       fresh &&
+      this.#look === undefined &&
       endsEvent(bytes) &&
-      !marked(this.#tail!.marks, bytes, this.#bytewise)
+      !marked(this.#tail!, bytes)
     )
       return new SseRun(bytes);
     // A read that starts and ends on a whole character (the common case) is decoded on
@@ -345,22 +347,21 @@ function boundaryEnd(buffer: string, plain: boolean): number {
 const endsInBreak = (b: Uint8Array) =>
   b.length > 0 && (b[b.length - 1] === 10 || b[b.length - 1] === 13);
 
-/** Whether a read ends an event: a blank line at its very end, in any of the three styles
- * (a read that begins with the second half of one is not looked into: it is split). */
+/** Whether a read ends an event: a blank line at its very end, in `\n` or `\r\n` style
+ * (one that ends in `\r` may go on with `\n` in the next read; a read that begins with
+ * the second half of a blank line is not looked into: it is split). */
 function endsEvent(b: Uint8Array): boolean {
   const n = b.length;
-  if (n < 2) return false;
-  const last = b[n - 1];
+  if (n < 2 || b[n - 1] !== 10) return false;
   const before = b[n - 2];
-  if (last === 10)
-    return before === 10 || (before === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13);
-  return last === 13 && before === 13;
+  return before === 10 || (before === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13);
 }
 
 /** Whether any mark matches a read (whole events, so whole characters): on its bytes one
- * character each where the marks read the same so (see `bytewise`), else on its text. */
-function marked(marks: readonly RegExp[], bytes: Uint8Array, bytewise: boolean): boolean {
-  const text = bytewise ? LATIN1.call(bytes, 0, bytes.length) : WHOLE.decode(bytes);
+ * character each where the marks read the same so, else on its text. */
+function marked(tail: Tail, bytes: Uint8Array): boolean {
+  const text = tail.bytewise ? LATIN1.call(bytes, 0, bytes.length) : WHOLE.decode(bytes);
+  const marks = tail.marks;
   for (let i = 0; i < marks.length; i++) if (marks[i]!.test(text)) return true;
   return false;
 }
@@ -372,18 +373,6 @@ const LATIN1: (this: Uint8Array, start: number, end: number) => string =
   function (this: Uint8Array) {
     return Buffer.from(this.buffer, this.byteOffset, this.byteLength).toString("latin1");
   };
-
-/**
- * Whether a mark finds in a read's bytes, one character each, whatever it finds in their
- * UTF-8 text: true of a mark written in ASCII (no `u` flag) that takes no single character
- * of any kind (`.`, a negated class, `\S`, `\W`, `\D`), so that only ASCII characters, the
- * same in both, can make up its match; and `\s`, but for a non-ASCII space (text, not
- * bytes), which JSON never puts between its tokens.
- */
-export function bytewise(mark: RegExp): boolean {
-  if (/[uv]/.test(mark.flags) || !/^[\x20-\x7e]*$/.test(mark.source)) return false;
-  return !/(?:^|[^\\])(?:\\\\)*(?:\.|\[\^|\\[SWD])/.test(mark.source);
-}
 
 /** The dialect's reading of an event: one that throws reads as content, as the policy's
  * hook reads it (nothing is held back on a guess). */

@@ -2,7 +2,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CUTS_READS, PULL, type Pullable } from "../../src/policy/stream-head.ts";
 import {
-  bytewise,
   eventsOf,
   type SseChunk,
   type SseEvent,
@@ -221,7 +220,11 @@ async function all<C>(it: AsyncIterable<C>): Promise<C[]> {
 describe("sseEvents with a tail: once content flows, whole reads no mark matches go on as runs", () => {
   const enc = new TextEncoder();
   // Content is an event whose data says "c"; usage and errors are what the marks find.
-  const tail: Tail = { content: (e) => e.data.includes("c"), marks: [/usage|error/] };
+  const tail: Tail = {
+    content: (e) => e.data.includes("c"),
+    marks: [/usage|error/],
+    bytewise: true,
+  };
   const reads = (parts: string[]) =>
     new ReadableStream<Uint8Array>({
       start(ctl) {
@@ -269,12 +272,32 @@ describe("sseEvents with a tail: once content flows, whole reads no mark matches
     ]);
   });
 
+  it("a read that ends in \r\r is split (its last \r may begin a \r\n), and no run comes while the look still looks", async () => {
+    // The first \r\r ends an event; the third \r and the next read's \n are one line break.
+    const parts = ["data: c日本\n\n", "\r\r\r", "\n"];
+    const plain = await all(sseEvents(reads(parts)));
+    const chunks = await all(sseEvents(reads(parts), undefined, tail));
+    expect(chunks.some((c) => c instanceof SseRun)).toBe(false);
+    expect(eventsOf(chunks).map((e) => e.raw)).toEqual(plain.map((e) => e.raw));
+    // A look (the answering model) is shown each event until it has seen what it looks for.
+    const seen: string[] = [];
+    const look = (e: SseEvent) => {
+      seen.push(e.data);
+      return seen.length === 3;
+    };
+    const three = ["data: c1\n\n", "data: c2\n\n", "data: c3\n\n", "data: c4\n\n"];
+    const looked = await all(sseEvents(reads(three), look, tail));
+    expect(seen).toEqual(["c1", "c2", "c3"]);
+    expect(looked.map((c) => c instanceof SseRun)).toEqual([false, false, false, true]);
+  });
+
   it("a dialect reading that throws reads as content: the runs begin after it", async () => {
     const throwing: Tail = {
       content: () => {
         throw new Error("a dialect's reader that throws");
       },
       marks: [/usage/],
+      bytewise: true,
     };
     const chunks = await all(sseEvents(reads(["data: a\n\n", "data: b\n\n"]), undefined, throwing));
     expect(chunks.map((c) => c instanceof SseRun)).toEqual([false, true]);
@@ -307,43 +330,5 @@ describe("sseEvents with a tail: once content flows, whole reads no mark matches
       ),
       { numRuns: NUM_RUNS },
     );
-  });
-});
-
-describe("bytewise: which marks find in a read's bytes, one character each, what they find in its text", () => {
-  it("ASCII marks that take no single character of any kind; not `.`, negated classes, \\S \\W \\D, non-ASCII or `u`", () => {
-    const yes = [/"usage"\s*:\s*\{/, /error|response\.failed/, /usageMetadata/, /a\.b/, /\\\./];
-    const no = [/a.b/, /a\\.b/, /[^x]/, /\S+/, /\W/, /\d\D/, /é/, /x/u, new RegExp("x", "v")];
-    expect(yes.map(bytewise)).toEqual(yes.map(() => true));
-    expect(no.map(bytewise)).toEqual(no.map(() => false));
-  });
-
-  it("property: a bytewise mark that matches a text matches its bytes read one character each, but for whitespace that is not ASCII (JSON has none)", () => {
-    const latin1 = (b: Uint8Array) => Buffer.from(b).toString("latin1");
-    const marks = [
-      /"usage"\s*:\s*\{/,
-      /error|response\.failed/,
-      /"usageMetadata"/,
-      /"type"\s*:\s*"error"/,
-    ];
-    const piece = fc.oneof(
-      fc.string({ unit: "grapheme" }),
-      fc.constantFrom('"usage"', ": ", ":{", "{", "error", '"type":"error"', "é", "日本", "🙂"),
-    );
-    fc.assert(
-      fc.property(fc.array(piece, { maxLength: 20 }), (pieces) => {
-        const text = pieces.join("").replace(/(?![\t\n\v\f\r ])\s/g, "");
-        for (const m of marks)
-          if (bytewise(m) && m.test(text))
-            expect(m.test(latin1(new TextEncoder().encode(text)))).toBe(true);
-      }),
-      { numRuns: NUM_RUNS },
-    );
-    // The exception, which no JSON between its tokens has: a non-breaking space is \s as text.
-    const nbsp = '"usage"\u00a0:{';
-    expect([marks[0]!.test(nbsp), marks[0]!.test(latin1(new TextEncoder().encode(nbsp)))]).toEqual([
-      true,
-      false,
-    ]);
   });
 });

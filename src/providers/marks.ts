@@ -1,0 +1,118 @@
+import type { Dialect } from "./dialect.ts";
+import type { Tail } from "./sse.ts";
+
+/** A dialect's marks, made once per fetch layer: each without `g` or `y` (a mark is tested
+ * afresh on every event, never from where it last stopped), and both in one test where
+ * they can be. */
+export interface Marks {
+  readonly usage: RegExp | undefined;
+  readonly error: RegExp | undefined;
+  /** Usage or error in one scan: none when a mark is missing or their flags differ. */
+  readonly either: RegExp | undefined;
+}
+
+const afresh = (m: RegExp | undefined) =>
+  m === undefined ? undefined : new RegExp(m.source, m.flags.replace(/[gy]/g, ""));
+
+/** The dialect's marks as the fetch layer tests them. */
+export function marksOf(dialect: Dialect | undefined): Marks {
+  const usage = afresh(dialect?.marks?.usage);
+  const error = afresh(dialect?.marks?.error);
+  let either: RegExp | undefined;
+  if (usage !== undefined && error !== undefined && usage.flags === error.flags) {
+    try {
+      either = new RegExp(`${usage.source}|${error.source}`, usage.flags);
+    } catch {} // the same group name in both (V8 before 12.5): each is tested alone
+  }
+  return { usage, error, either };
+}
+
+/**
+ * How a stream's reads may go on unsplit once content flows (`SseReader`): a read of whole
+ * events that no needed mark matches carries no usage and no error, so nothing in it is
+ * parsed. None when the dialect reads usage or errors with no mark for them, or with a mark
+ * that may find in a read of several events less than in each alone (every event is read).
+ */
+export function tailOf(dialect: Dialect | undefined, marks: Marks): Tail | undefined {
+  if (dialect === undefined) return undefined;
+  const needed: RegExp[] = [];
+  for (const [reads, mark] of [
+    [dialect.usage, marks.usage],
+    [dialect.inBand, marks.error],
+  ] as const) {
+    if (reads === undefined) continue;
+    if (mark === undefined) return undefined;
+    needed.push(mark);
+  }
+  const tested = needed.length === 2 && marks.either !== undefined ? [marks.either] : needed;
+  if (!tested.every(joinable)) return undefined;
+  return {
+    content: (e) => dialect.isContent(e.json, e),
+    marks: tested,
+    bytewise: tested.every(bytewise),
+  };
+}
+
+/**
+ * Whether a mark finds in the text of several events at once whatever it finds in each:
+ * true unless it is anchored (`^` or `$` without the `m` flag: the start or end of the
+ * whole text) or looks around (`(?=`, `(?!`, `(?<=`, `(?<!`: across an event's edge).
+ */
+export function joinable(mark: RegExp): boolean {
+  const s = mark.source;
+  const multiline = mark.flags.includes("m");
+  let inClass = false;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i];
+    if (ch === "\\") {
+      i++;
+      continue;
+    }
+    if (inClass) {
+      if (ch === "]") inClass = false;
+      continue;
+    }
+    if (ch === "[") inClass = true;
+    else if ((ch === "^" || ch === "$") && !multiline) return false;
+    else if (ch === "(" && s[i + 1] === "?" && /^(?:[=!]|<[=!])/.test(s.slice(i + 2, i + 4)))
+      return false;
+  }
+  return true;
+}
+
+/** Escapes that stand for ASCII characters only: escaped punctuation, the ASCII classes
+ * `\s` `\d` `\w`, word edges, and the control letters. */
+const ASCII_ESCAPE = /^[sdwbBfnrtv\\/.^$|?*+()[\]{}\-"'`~!@#%&=:;,<>]$/;
+
+/**
+ * Whether a mark finds in a read's bytes, one character each (latin1), whatever it finds in
+ * their UTF-8 text. True of a mark written in printable ASCII (no `u` or `v` flag) whose
+ * escapes stand for ASCII only (no `\u`, `\x`, octal or back references) and that takes no
+ * single character of any kind (`.`, a negated class, `\S`, `\W`, `\D`): only ASCII
+ * characters, the same in both texts, can then make up its match. And `\s`, but for a
+ * non-ASCII space (one character as text, none as bytes), which JSON never puts between
+ * its tokens.
+ */
+export function bytewise(mark: RegExp): boolean {
+  if (/[uv]/.test(mark.flags)) return false;
+  const s = mark.source;
+  let inClass = false;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i]!;
+    const code = ch.charCodeAt(0);
+    if (code < 0x20 || code > 0x7e) return false;
+    if (ch === "\\") {
+      if (!ASCII_ESCAPE.test(s[++i] ?? "")) return false;
+      continue;
+    }
+    if (inClass) {
+      if (ch === "]") inClass = false;
+      continue;
+    }
+    if (ch === "[") {
+      if (s[i + 1] === "^") return false;
+      inClass = true;
+    } else if (ch === ".") return false;
+  }
+  return true;
+}
