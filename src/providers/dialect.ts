@@ -31,8 +31,8 @@ export interface Dialect extends CheckDialect {
   /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
    * an error (most chunks are neither). Once content flows, a read of whole events that no
    * mark matches is handed on as it came, unparsed: a mark must match every event that may
-   * carry usage or an error, also among others in one read; an anchored one (`^`, `$`
-   * without `m`) or one that looks around keeps every event read. One written in ASCII
+   * carry usage or an error, also among others in one read; one that holds only at an
+   * edge of the text (`$`, `\B`, `^` without `m`) or looks around keeps every event read. One written in ASCII
    * whose escapes stand for ASCII and that takes no single character of any kind (`.`,
    * `[^...]`, `\S`, `\W`, `\D`) is tested on the read's bytes, one character a byte (a
    * UTF-8 decode costs twice as much): there `\s` takes no non-ASCII space, which JSON

@@ -19,13 +19,18 @@ export function marksOf(dialect: Dialect | undefined): Marks {
   const usage = afresh(dialect?.marks?.usage);
   const error = afresh(dialect?.marks?.error);
   let either: RegExp | undefined;
-  if (usage !== undefined && error !== undefined && usage.flags === error.flags) {
+  // Joined, the error mark's numbered groups would count on from the usage mark's, and a
+  // back reference of its own would point at the wrong one.
+  if (usage !== undefined && error !== undefined && usage.flags === error.flags && !groups(usage)) {
     try {
       either = new RegExp(`${usage.source}|${error.source}`, usage.flags);
     } catch {} // the same group name in both (V8 before 12.5): each is tested alone
   }
   return { usage, error, either };
 }
+
+/** Whether a mark has capturing groups (the empty alternative makes any source match ""). */
+const groups = (m: RegExp) => new RegExp(`${m.source}|`, m.flags).exec("")!.length > 1;
 
 /**
  * How a stream's reads may go on unsplit once content flows (`SseReader`): a read of whole
@@ -54,9 +59,13 @@ export function tailOf(dialect: Dialect | undefined, marks: Marks): Tail | undef
 }
 
 /**
- * Whether a mark finds in the text of several events at once whatever it finds in each:
- * true unless it is anchored (`^` or `$` without the `m` flag: the start or end of the
- * whole text) or looks around (`(?=`, `(?!`, `(?<=`, `(?<!`: across an event's edge).
+ * Whether a mark finds in the text of several events at once whatever it finds in each.
+ * Every event in a run begins after a line break and the next one begins with a field
+ * name, so what holds at an event's end alone may not hold there: not joinable are `$`
+ * (the end of the whole text, or with `m` a line's end that a blank line's last break no
+ * longer is), `\B`, `^` without `m` (the start of the whole text), and looking around
+ * (`(?=`, `(?!`, `(?<=`, `(?<!`: across an event's edge). `^` with `m` and `\b` read the
+ * same at an event's start either way.
  */
 export function joinable(mark: RegExp): boolean {
   const s = mark.source;
@@ -65,6 +74,7 @@ export function joinable(mark: RegExp): boolean {
   for (let i = 0; i < s.length; i++) {
     const ch = s[i];
     if (ch === "\\") {
+      if (!inClass && s[i + 1] === "B") return false;
       i++;
       continue;
     }
@@ -73,7 +83,7 @@ export function joinable(mark: RegExp): boolean {
       continue;
     }
     if (ch === "[") inClass = true;
-    else if ((ch === "^" || ch === "$") && !multiline) return false;
+    else if (ch === "$" || (ch === "^" && !multiline)) return false;
     else if (ch === "(" && s[i + 1] === "?" && /^(?:[=!]|<[=!])/.test(s.slice(i + 2, i + 4)))
       return false;
   }
@@ -89,13 +99,15 @@ const ASCII_ESCAPE = /^[sdwbBfnrtv\\/.^$|?*+()[\]{}\-"'`~!@#%&=:;,<>]$/;
  * their UTF-8 text. True of a mark written in printable ASCII (no `u` or `v` flag) whose
  * escapes stand for ASCII only (no `\u`, `\x`, octal or back references) and that takes no
  * single character of any kind (`.`, a negated class, `\S`, `\W`, `\D`): only ASCII
- * characters, the same in both texts, can then make up its match. And `\s`, but for a
- * non-ASCII space (one character as text, none as bytes), which JSON never puts between
- * its tokens.
+ * characters, the same in both texts, can then make up its match; with `m`, no `^` or `$`
+ * (U+2028 ends a line of text, not of bytes). And `\s`, but for a non-ASCII space (one
+ * character as text, none as bytes), which JSON never puts between its tokens.
  */
 export function bytewise(mark: RegExp): boolean {
   if (/[uv]/.test(mark.flags)) return false;
   const s = mark.source;
+  // With `m`, `^` and `$` take U+2028 and U+2029 for line ends, which as bytes are not.
+  const multiline = mark.flags.includes("m");
   let inClass = false;
   for (let i = 0; i < s.length; i++) {
     const ch = s[i]!;
@@ -112,7 +124,7 @@ export function bytewise(mark: RegExp): boolean {
     if (ch === "[") {
       if (s[i + 1] === "^") return false;
       inClass = true;
-    } else if (ch === ".") return false;
+    } else if (ch === "." || (multiline && (ch === "^" || ch === "$"))) return false;
   }
   return true;
 }

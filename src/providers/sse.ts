@@ -91,7 +91,7 @@ export class SseRun {
       out.push(new SseEvent(text.slice(0, end)));
       text = text.slice(end);
     }
-    if (text !== "") out.push(new SseEvent(text)); // cannot happen: a run ends on a boundary
+    if (text !== "") out.push(new SseEvent(text)); // cannot happen: a run ends an event
     this.#events = out;
     return out;
   }
@@ -347,14 +347,17 @@ function boundaryEnd(buffer: string, plain: boolean): number {
 const endsInBreak = (b: Uint8Array) =>
   b.length > 0 && (b[b.length - 1] === 10 || b[b.length - 1] === 13);
 
-/** Whether a read ends an event: a blank line at its very end, in `\n` or `\r\n` style
- * (one that ends in `\r` may go on with `\n` in the next read; a read that begins with
- * the second half of a blank line is not looked into: it is split). */
+/** Whether a read ends an event: a blank line at its very end, in `\n` or `\r\n` style,
+ * after a line with something on it (a read that ends in `\r` may go on with `\n` in the
+ * next; in one that ends in three breaks, an earlier boundary takes part of the last
+ * blank line; a read that begins with the second half of a blank line is not looked into:
+ * each of these is split). */
 function endsEvent(b: Uint8Array): boolean {
   const n = b.length;
   if (n < 2 || b[n - 1] !== 10) return false;
-  const before = b[n - 2];
-  return before === 10 || (before === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13);
+  const isBreak = (i: number) => i >= 0 && (b[i] === 10 || b[i] === 13);
+  if (b[n - 2] === 10) return !isBreak(n - 3);
+  return b[n - 2] === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13 && !isBreak(n - 5);
 }
 
 /** Whether any mark matches a read (whole events, so whole characters): on its bytes one

@@ -36,6 +36,8 @@ describe("bytewise: which marks find in a read's bytes, one character each, what
       new RegExp("\\351"),
       /(a)\1/,
       /[\u4e00-\u9fff]/,
+      /^error/m, // U+2028 ends a line of text, not of bytes
+      /error$/m,
     ];
     expect(yes.map(bytewise)).toEqual(yes.map(() => true));
     expect(no.map(bytewise)).toEqual(no.map(() => false));
@@ -67,7 +69,7 @@ describe("bytewise: which marks find in a read's bytes, one character each, what
 });
 
 describe("joinable: which marks find in several events at once what they find in each", () => {
-  it("not anchored without the m flag, looking around nothing; a class or an escape is no anchor", () => {
+  it("no $, no \\B, no ^ without the m flag, looking around nothing; a class or an escape is no anchor", () => {
     const yes = [
       /"usage"\s*:\s*\{/,
       /^event: error/m,
@@ -75,10 +77,14 @@ describe("joinable: which marks find in several events at once what they find in
       /\^error\$/,
       /(?:error)/,
       /(error)/,
+      /\berror\b/,
+      /[B]/,
     ];
     const no = [
       /^event: error/,
       /error$/,
+      /error$/m,
+      /error\n\n\B/,
       /(?<=x)error/,
       /(?<!x)error/,
       /error(?=x)/,
@@ -97,6 +103,11 @@ describe("joinable: which marks find in several events at once what they find in
     const tail = (marks: Dialect["marks"]) =>
       tailOf({ ...base, marks }, marksOf({ ...base, marks }));
     expect(tail(undefined)).toBeUndefined();
+    // A usage mark with groups is not joined to the error mark: `\1` would point at its group.
+    expect(tail({ usage: /"(usage)"/, error: /(["'])type\1/ })?.marks.map(String)).toEqual([
+      '/"(usage)"/',
+      "/([\"'])type\\1/",
+    ]);
     expect(tail({ usage: /usage/ })).toBeUndefined(); // errors would go unread
     expect(tail({ usage: /usage/, error: /^event: error/ })).toBeUndefined();
     expect(tail({ usage: /usage/g, error: /error/y })?.marks.map(String)).toEqual([
@@ -110,8 +121,9 @@ describe("joinable: which marks find in several events at once what they find in
 });
 
 /** How one stream through the fetch layer ended, for breakwater: success with its usage and
- * the model that answered, or a give-up; the bytes the SDK read are checked to be the server's. */
-async function outcome(dialect: Dialect, reads: string[]) {
+ * the model that answered, or a give-up; the bytes the SDK read are checked to be `sent`
+ * (the server's, unless an error event ended them). */
+async function outcome(dialect: Dialect, reads: string[], sent = reads.join("")) {
   const ends: { how: string; usage?: Usage; model?: string | undefined }[] = [];
   const fetch = guardedFetch({
     fetch: async () =>
@@ -140,7 +152,7 @@ async function outcome(dialect: Dialect, reads: string[]) {
     method: "POST",
     body: JSON.stringify({ model: "m", stream: true }),
   });
-  expect(await res.text()).toBe(reads.join(""));
+  expect(await res.text()).toBe(sent);
   return ends;
 }
 
@@ -188,6 +200,46 @@ describe("the fetch layer's marks, whether events come one a read or several", (
     const error = 'data: {"error":"服务器繁忙"}\n\n';
     expect(await outcome(dialect, [first, more, error])).toEqual(gaveUp);
     expect(await outcome(dialect, [first, more + error])).toEqual(gaveUp);
+  });
+
+  // No responseModel: the answering model is looked for in the first four events, and no
+  // run comes before the look is done.
+  const pre = Array(4).fill(first);
+  const typed = (json: unknown) =>
+    (json as { type?: string } | undefined)?.type === "error" ? { error: json } : undefined;
+  const overloaded = 'data: {"type":"error","message":"overloaded"}\n\n';
+
+  it("a usage mark with groups: the error mark's back reference still finds the error", async () => {
+    const dialect: Dialect = {
+      isContent: isText,
+      inBand: typed,
+      usage: () => undefined,
+      marks: { usage: /"(usage)"/, error: /(["'])type\1:\1(error)\1/ },
+    };
+    expect(await outcome(dialect, [...pre, overloaded])).toEqual(gaveUp);
+  });
+
+  it("a mark that holds at an event's end alone ($ with m, \\B) still finds it before another event", async () => {
+    for (const error of [/"overloaded"\}\n\n$/m, /"overloaded"\}\n\n\B/]) {
+      const dialect: Dialect = { isContent: isText, inBand: typed, marks: { error } };
+      // The SDK reads up to the error event, the last it is handed.
+      const reads = [...pre, `${overloaded}data: [DONE]\n\n`];
+      expect(await outcome(dialect, reads, [...pre, overloaded].join(""))).toEqual(gaveUp);
+    }
+  });
+
+  it("^ with m after U+2028 (a line end in text, not in bytes) still finds the error", async () => {
+    const dialect: Dialect = {
+      isContent: isText,
+      marks: { error: /^overloaded/m },
+      inBand: (json) =>
+        (json as { text?: string } | undefined)?.text?.includes("overloaded")
+          ? { error: json }
+          : undefined,
+    };
+    expect(await outcome(dialect, [...pre, 'data: {"text":"\u2028overloaded"}\n\n'])).toEqual(
+      gaveUp,
+    );
   });
 
   it("a global or sticky mark reads each event afresh: the last usage counts", async () => {

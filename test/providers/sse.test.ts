@@ -279,6 +279,16 @@ describe("sseEvents with a tail: once content flows, whole reads no mark matches
     const chunks = await all(sseEvents(reads(parts), undefined, tail));
     expect(chunks.some((c) => c instanceof SseRun)).toBe(false);
     expect(eventsOf(chunks).map((e) => e.raw)).toEqual(plain.map((e) => e.raw));
+    // A read that ends in three breaks: an earlier boundary takes part of its last blank line.
+    for (const three of [
+      ["data: c1\n\n", "data: b\n\n\n", "\ndata: c\n\n"],
+      ["data: c1\n\n", "data: b\r\n\r\n\r\n", "data: c\n\n"],
+    ]) {
+      const want = (await all(sseEvents(reads(three)))).map((e) => e.raw);
+      const got = await all(sseEvents(reads(three), undefined, tail));
+      expect(got.some((c) => c instanceof SseRun)).toBe(false);
+      expect(eventsOf(got).map((e) => e.raw)).toEqual(want);
+    }
     // A look (the answering model) is shown each event until it has seen what it looks for.
     const seen: string[] = [];
     const look = (e: SseEvent) => {
