@@ -120,8 +120,10 @@ export interface Tail {
 
 const DONE: IteratorResult<SseChunk> = { done: true, value: undefined };
 
-/** The end of an event: a blank line in any of the three line-break styles SSE allows. */
-const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
+/** The end of an event: a line break and then a blank line, each in any of the three
+ * styles SSE allows, mixed too (`\n\r\n`). A lone `\r` ends the first line only when no
+ * `\n` follows it (else the two are one `\r\n`). */
+const BOUNDARY = /(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)/;
 
 /**
  * Splits a byte stream into events. A trailing piece with no blank line after it is still

@@ -50,6 +50,16 @@ describe("sseEvents", () => {
     expect(events.map((e) => e.raw).join("")).toBe(text);
   });
 
+  it("a blank line whose breaks mix styles ends an event too, as the SDKs read it; one \r\n is one break", async () => {
+    const text = 'data: {"a":1}\n\r\ndata: {"b":2}\r\n\ndata: {"c":3}\r\r\ndata: x\r\ny\n\n';
+    for (const cuts of [[], [14], [15, 30], [46, 47]]) {
+      const events = [];
+      for await (const e of sseEvents(body(new TextEncoder().encode(text), cuts))) events.push(e);
+      expect(events.map((e) => e.data)).toEqual(['{"a":1}', '{"b":2}', '{"c":3}', "x"]);
+      expect(events.map((e) => e.raw).join("")).toBe(text);
+    }
+  });
+
   it("an event that came as one read of its own keeps its bytes; the rest are re-encoded", async () => {
     const parts = ["data: one\n\n", "data: two\n\ndata: three\n\n", "data: fo", "ur\n\n"];
     const enc = new TextEncoder();
