@@ -301,7 +301,7 @@ async function guardedParts(p: Policy, c: StreamCall) {
     isContent: isAiSdkContent,
     answer: aiSdkAnswer,
     usage: aiSdkUsage,
-    ...streamChecks(AI_SDK_CHECKS, c.checks, (parts: readonly Part[]) => [...parts]),
+    ...streamChecks(AI_SDK_CHECKS, c.checks, (parts: readonly Part[]) => parts),
     ...(c.continuing && {
       continueFrom: (partial: PartialResult<Part>) => {
         const go = prefillOf(partial.answer);

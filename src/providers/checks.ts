@@ -73,7 +73,7 @@ const TAIL = 8;
 export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
-  jsons: (chunks: readonly E[]) => unknown[],
+  jsons: (chunks: readonly E[]) => readonly unknown[],
 ): OutputOptions<readonly E[]> | undefined {
   const answer = dialect.answer;
   if (answer === undefined || (c.truncation === "allow" && c.validate === undefined))

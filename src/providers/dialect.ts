@@ -30,13 +30,12 @@ export interface Dialect extends CheckDialect {
   answer?(events: readonly unknown[]): PartialAnswer;
   /** Cheap tests on an event's raw text: only events that pass are parsed for usage or for
    * an error (most chunks are neither). Once content flows, a read of whole events that no
-   * mark matches is handed on as it came, unparsed: a mark must match every event that may
-   * carry usage or an error, also among others in one read; one that holds only at an
-   * edge of the text (`$`, `\B`, `^` without `m`) or looks around keeps every event read. One written in ASCII
-   * whose escapes stand for ASCII and that takes no single character of any kind (`.`,
-   * `[^...]`, `\S`, `\W`, `\D`) is tested on the read's bytes, one character a byte (a
-   * UTF-8 decode costs twice as much): there `\s` takes no non-ASCII space, which JSON
-   * never puts between its tokens. Default: every event. */
+   * mark matches goes on unparsed, so a mark must match every event that may carry usage or
+   * an error, among others in one read too. A mark that holds only at an edge of the text
+   * (`$`, `\B`, `^` without `m`) or looks around keeps every event read; one in ASCII that
+   * takes no single character of any kind (`.`, `[^...]`, `\S`, `\W`, `\D`) is tested on
+   * the read's bytes, where `\s` takes no non-ASCII space (JSON has none between its
+   * tokens). Default: every event. */
   marks?: { usage?: RegExp; error?: RegExp };
   /** Who serves it, in the GenAI conventions' words (`gen_ai.provider.name`). */
   provider?: string;

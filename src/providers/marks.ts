@@ -58,6 +58,32 @@ export function tailOf(dialect: Dialect | undefined, marks: Marks): Tail | undef
   };
 }
 
+/** One atom of a mark's source: a character, or an escape (`\\` and the one after it), and
+ * whether it stands inside a class (`[...]`). The two readings below walk marks so. */
+interface Atom {
+  readonly ch: string;
+  /** The character after `\\`, for an escape. */
+  readonly escaped: string | undefined;
+  readonly inClass: boolean;
+  /** The source's next four characters, from this atom's on. */
+  readonly ahead: string;
+}
+
+function* atoms(source: string): Generator<Atom> {
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const ch = source[i]!;
+    const ahead = source.slice(i, i + 4);
+    if (ch === "\\") {
+      yield { ch, escaped: source[++i] ?? "", inClass, ahead };
+      continue;
+    }
+    yield { ch, escaped: undefined, inClass, ahead };
+    if (inClass) inClass = ch !== "]";
+    else inClass = ch === "[";
+  }
+}
+
 /**
  * Whether a mark finds in the text of several events at once whatever it finds in each.
  * Every event in a run begins after a line break and the next one begins with a field
@@ -68,24 +94,11 @@ export function tailOf(dialect: Dialect | undefined, marks: Marks): Tail | undef
  * same at an event's start either way.
  */
 export function joinable(mark: RegExp): boolean {
-  const s = mark.source;
   const multiline = mark.flags.includes("m");
-  let inClass = false;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s[i];
-    if (ch === "\\") {
-      if (!inClass && s[i + 1] === "B") return false;
-      i++;
-      continue;
-    }
-    if (inClass) {
-      if (ch === "]") inClass = false;
-      continue;
-    }
-    if (ch === "[") inClass = true;
-    else if (ch === "$" || (ch === "^" && !multiline)) return false;
-    else if (ch === "(" && s[i + 1] === "?" && /^(?:[=!]|<[=!])/.test(s.slice(i + 2, i + 4)))
-      return false;
+  for (const a of atoms(mark.source)) {
+    if (a.inClass) continue;
+    if (a.escaped === "B" || a.ch === "$" || (a.ch === "^" && !multiline)) return false;
+    if (/^\(\?(?:[=!]|<[=!])/.test(a.ahead)) return false;
   }
   return true;
 }
@@ -104,27 +117,14 @@ const ASCII_ESCAPE = /^[sdwbBfnrtv\\/.^$|?*+()[\]{}\-"'`~!@#%&=:;,<>]$/;
  * character as text, none as bytes), which JSON never puts between its tokens.
  */
 export function bytewise(mark: RegExp): boolean {
-  if (/[uv]/.test(mark.flags)) return false;
-  const s = mark.source;
-  // With `m`, `^` and `$` take U+2028 and U+2029 for line ends, which as bytes are not.
+  if (/[uv]/.test(mark.flags) || !/^[\x20-\x7e]*$/.test(mark.source)) return false;
   const multiline = mark.flags.includes("m");
-  let inClass = false;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s[i]!;
-    const code = ch.charCodeAt(0);
-    if (code < 0x20 || code > 0x7e) return false;
-    if (ch === "\\") {
-      if (!ASCII_ESCAPE.test(s[++i] ?? "")) return false;
-      continue;
-    }
-    if (inClass) {
-      if (ch === "]") inClass = false;
-      continue;
-    }
-    if (ch === "[") {
-      if (s[i + 1] === "^") return false;
-      inClass = true;
-    } else if (ch === "." || (multiline && (ch === "^" || ch === "$"))) return false;
+  for (const a of atoms(mark.source)) {
+    if (a.escaped !== undefined) {
+      if (!ASCII_ESCAPE.test(a.escaped)) return false;
+    } else if (a.inClass) continue;
+    else if (a.ch === "." || a.ahead.startsWith("[^")) return false;
+    else if (multiline && (a.ch === "^" || a.ch === "$")) return false;
   }
   return true;
 }

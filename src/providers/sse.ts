@@ -85,13 +85,9 @@ export class SseRun {
   events(): readonly SseEvent[] {
     if (this.#events !== undefined) return this.#events;
     const out: SseEvent[] = [];
-    let text = this.raw;
-    const plain = text.indexOf("\r") === -1;
-    for (let end = boundaryEnd(text, plain); end !== -1; end = boundaryEnd(text, plain)) {
-      out.push(new SseEvent(text.slice(0, end)));
-      text = text.slice(end);
-    }
-    if (text !== "") out.push(new SseEvent(text)); // cannot happen: a run ends an event
+    const text = this.raw;
+    const rest = cutEvents(text, text.indexOf("\r") === -1, (raw) => out.push(new SseEvent(raw)));
+    if (rest !== "") out.push(new SseEvent(rest)); // cannot happen: a run ends an event
     this.#events = out;
     return out;
   }
@@ -312,15 +308,13 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
     const plain = text.indexOf("\r") === -1 && (fresh || this.#buffer.indexOf("\r") === -1);
     if (fresh && breaks && plain && text.length >= 2 && text.indexOf("\n\n") === text.length - 2)
       return new SseEvent(text, bytes);
-    let buffer = this.#buffer === "" ? text : this.#buffer + text;
-    for (let end = boundaryEnd(buffer, plain); end !== -1; end = boundaryEnd(buffer, plain)) {
+    const buffer = this.#buffer === "" ? text : this.#buffer + text;
+    this.#buffer = cutEvents(buffer, plain, (raw, last) => {
       // One event in one read, as servers mostly send them: its bytes go on as they came
       // (ending in a line break, they hold no half of a character the decoder keeps).
-      const whole = fresh && end === buffer.length && this.#ready.length === 0 && breaks;
-      this.#ready.push(new SseEvent(buffer.slice(0, end), whole ? bytes : undefined));
-      buffer = buffer.slice(end);
-    }
-    this.#buffer = buffer;
+      const whole = fresh && last && this.#ready.length === 0 && breaks;
+      this.#ready.push(new SseEvent(raw, whole ? bytes : undefined));
+    });
     return undefined;
   }
 
@@ -335,6 +329,20 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
 const STREAMING = { stream: true } as const;
 /** Decodes reads that hold whole characters only; a mark at their start is text. */
 const WHOLE = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** Cuts the whole events off the front of `text`, each handed to `take` (`last`: it ends
+ * the text), and returns what is left: the start of an event still to come. */
+function cutEvents(
+  text: string,
+  plain: boolean,
+  take: (raw: string, last: boolean) => void,
+): string {
+  for (let end = boundaryEnd(text, plain); end !== -1; end = boundaryEnd(text, plain)) {
+    take(text.slice(0, end), end === text.length);
+    text = text.slice(end);
+  }
+  return text;
+}
 
 /** Where the first event of `buffer` ends (after its blank line), or -1. */
 function boundaryEnd(buffer: string, plain: boolean): number {
@@ -357,10 +365,11 @@ const endsInBreak = (b: Uint8Array) =>
 function endsEvent(b: Uint8Array): boolean {
   const n = b.length;
   if (n < 2 || b[n - 1] !== 10) return false;
-  const isBreak = (i: number) => i >= 0 && (b[i] === 10 || b[i] === 13);
-  if (b[n - 2] === 10) return !isBreak(n - 3);
-  return b[n - 2] === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13 && !isBreak(n - 5);
+  if (b[n - 2] === 10) return !isBreak(b, n - 3);
+  return b[n - 2] === 13 && n >= 4 && b[n - 3] === 10 && b[n - 4] === 13 && !isBreak(b, n - 5);
 }
+
+const isBreak = (b: Uint8Array, i: number) => i >= 0 && (b[i] === 10 || b[i] === 13);
 
 /** Whether any mark matches a read (whole events, so whole characters): on its bytes one
  * character each where the marks read the same so, else on its text. */
