@@ -23,5 +23,6 @@ export { CHECKED } from "./policy/execute.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";
 export { CUTS_READS, PULL, type Pull, type Pullable, pullable } from "./policy/stream-head.ts";
+export { SHOWN } from "./policy/stream-options.ts";
 export type { CallSlot } from "./run/calls.ts";
 export { journaled } from "./run/internal.ts";

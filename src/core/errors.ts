@@ -96,7 +96,9 @@ export interface PartialAnswer {
 
 /** What a stream had delivered when it broke. */
 export interface PartialResult<T = unknown> {
-  /** Chunks the consumer already received. */
+  /** Chunks the consumer already received: a stream's chunks under `policy.stream`; under
+   * the fetch layer (the openai, anthropic and google adapters, `guardedFetch`), the
+   * server-sent events, each with its `raw` text, `event`, `data` and `json`. */
   readonly chunks: readonly T[];
   readonly usage: Usage | undefined;
   /** The answer so far, read from the chunks by the adapter (`answer` option). */

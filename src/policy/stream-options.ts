@@ -23,6 +23,11 @@ export type ContinueFrom<C> = (
   error: unknown,
 ) => OpenStream<C> | undefined;
 
+/** @internal How a source's chunks are told to the user (`partialOf(error).chunks`, the
+ * outcome's count) when one chunk may hold several of what the user counts: the fetch
+ * layer hands on a network read of whole events as one chunk, and tells its events. */
+export const SHOWN = Symbol("breakwater.shown");
+
 /** What `policy.stream` takes for one stream. */
 export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[]> {
   /** Turns an in-band error chunk (an error event inside an HTTP 200) into an error to
@@ -57,6 +62,8 @@ export interface StreamOptions<C> extends CallOptions, OutputOptions<readonly C[
    * attempts, the deadline, the gates and `onRetry` must allow it, after the backoff. Its
    * chunks follow the ones shown; return undefined to end the stream as usual. */
   continueFrom?: ContinueFrom<C>;
+  /** @internal */
+  [SHOWN]?: (chunks: readonly C[]) => readonly unknown[];
 }
 
 /** Opens one attempt's stream: handed the attempt's context, returns the provider's chunks. */
@@ -76,6 +83,8 @@ export interface ResolvedStream<C> {
   readonly totalMs: number;
   readonly answer: ((chunks: readonly C[]) => PartialAnswer) | undefined;
   readonly continueFrom: ContinueFrom<C> | undefined;
+  /** How the chunks delivered are told to the user (SHOWN); undefined: as they are. */
+  readonly shown: ((chunks: readonly C[]) => readonly unknown[]) | undefined;
   /** The checks on the whole answer (`validate`, `truncated`), when there are any. */
   readonly output: OutputOptions<readonly C[]> | undefined;
 }
@@ -96,7 +105,7 @@ const SPEC = {
   answer: opt.fn<(chunks: readonly unknown[]) => PartialAnswer>(),
   continueFrom: opt.fn<ContinueFrom<unknown>>(),
   ...OUTPUT_SPEC,
-} satisfies Record<keyof StreamOptions<unknown>, Rule<unknown>>;
+} satisfies Record<Exclude<keyof StreamOptions<unknown>, typeof SHOWN>, Rule<unknown>>;
 
 const or = (mine: number, policy: number) => (Number.isNaN(mine) ? policy : mine);
 
@@ -129,6 +138,7 @@ export function resolveStream<C>(
     onDiscard: s.onDiscard,
     answer: s.answer as ((chunks: readonly C[]) => PartialAnswer) | undefined,
     continueFrom: s.continueFrom as ContinueFrom<C> | undefined,
+    shown: typeof options?.[SHOWN] === "function" ? options[SHOWN] : undefined,
     output:
       s.validate === undefined && s.truncated === undefined
         ? undefined

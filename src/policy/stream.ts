@@ -41,7 +41,8 @@ export interface StreamOutcome {
   readonly ledger: Ledger;
   /** The successful attempt's usage (as reported by the chunks). */
   readonly usage: Usage;
-  /** Chunks the consumer received from the attempt that counted. */
+  /** Chunks the consumer received from the attempt that counted (under the fetch layer,
+   * the server-sent events). */
   readonly chunks: number;
   /** True when the consumer stopped early (break, return). */
   readonly stopped: boolean;
@@ -630,7 +631,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   #afterBreak(error: unknown, shown: C[], r: Reading<C>, usage: Usage | undefined): FailOptions {
     if (shown.length === 0) return { usage };
     const s = this.#s;
-    const partial = partialResult(shown, usage, s.answer, this.#call);
+    const partial = partialResult(shown, usage, s, this.#call);
     if (s.mode === "restart") {
       const info = { attempt: r.attempt.attempt, chunks: r.delivered, error };
       return { usage, partial, beforeWait: () => s.onDiscard!(info) };
@@ -668,8 +669,25 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       return;
     }
     const ledger = this.#call.ledger;
-    const chunks = this.#shown.length + (this.#r?.delivered.length ?? 0);
-    this.#resolve({ ledger, usage: ledger.usage, chunks, stopped });
+    const told = this.#s.shown;
+    const held = this.#r?.delivered ?? [];
+    if (told === undefined) {
+      const chunks = this.#shown.length + held.length;
+      this.#resolve({ ledger, usage: ledger.usage, chunks, stopped });
+      return;
+    }
+    // Counted as the user counts them, only when asked.
+    const all = [...this.#shown, ...held];
+    let count: number | undefined;
+    this.#resolve({
+      ledger,
+      usage: ledger.usage,
+      get chunks() {
+        count ??= told(all).length;
+        return count;
+      },
+      stopped,
+    });
   }
 }
 
@@ -698,19 +716,26 @@ export function guardedStream<C = unknown>(stream: unknown): GuardedStream<C> {
 }
 
 /** The partial result of a broken stream; its `answer` is read from the chunks when first
- * asked for (an adapter's reader that throws gives none, reported). */
+ * asked for (an adapter's reader that throws gives none, reported), and its chunks are told
+ * as the source tells them (SHOWN), also when first asked for. */
 function partialResult<C>(
   chunks: readonly C[],
   usage: Usage | undefined,
-  answer: ((chunks: readonly C[]) => PartialAnswer) | undefined,
+  s: Pick<ResolvedStream<C>, "answer" | "shown">,
   call: Call,
 ): PartialResult<C> {
-  if (answer === undefined) return { chunks, usage };
+  const { answer, shown } = s;
+  if (answer === undefined && shown === undefined) return { chunks, usage };
   let read: { value: PartialAnswer | undefined } | undefined;
+  let told: readonly C[] | undefined;
   return {
-    chunks,
+    get chunks() {
+      told ??= shown === undefined ? chunks : (shown(chunks) as readonly C[]);
+      return told;
+    },
     usage,
     get answer() {
+      if (answer === undefined) return undefined;
       read ??= { value: runHook(call, "answer", () => answer(chunks), undefined) };
       return read.value;
     },

@@ -37,7 +37,7 @@ import {
   reasonOf,
   type Usage,
 } from "../index.ts";
-import { CHECKED, EFFECTS, opt, streamBehind, tagError } from "../internal.ts";
+import { CHECKED, EFFECTS, opt, SHOWN, streamBehind, tagError } from "../internal.ts";
 import {
   type Checks,
   checkRequest,
@@ -675,6 +675,8 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
       answer: (chunks: readonly SseChunk[]) => dialect.answer!(jsonsOf(chunks)),
     }),
     ...(dialect && streamChecks(dialect, c.checks, jsonsOf)),
+    // `partialOf(error).chunks` and the outcome's count are events, whatever the reads were.
+    [SHOWN]: eventsOf,
     // A run matched no mark: it holds no error.
     inspect: (e) => {
       if (e instanceof SseRun || either?.test(e.raw) === false) {

@@ -339,3 +339,63 @@ describe("guardedStream(sdkStream): the stream behind an adapter's, and what it 
     );
   });
 });
+
+describe("what a broken or whole stream tells: events, however the network cut them", () => {
+  const event = (delta: object, usage: object | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: null }], usage })}\n\n`;
+  // After the first content, one network read brings three content events at once: the
+  // fetch layer hands it on unsplit (a run).
+  const reads = [
+    event({ role: "assistant", content: "" }),
+    event({ content: "A " }),
+    event({ content: "B " }) + event({ content: "C " }) + event({ content: "D " }),
+  ];
+  const tail = `${event({}, { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 })}data: [DONE]\n\n`;
+  const clientOf = (cut: boolean) => {
+    const encoder = new TextEncoder();
+    const fetch: typeof globalThis.fetch = async () => {
+      let i = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(c) {
+          if (i < reads.length) c.enqueue(encoder.encode(reads[i++]!));
+          else if (cut) c.error(new TypeError("terminated"));
+          else {
+            c.enqueue(encoder.encode(tail));
+            c.close();
+          }
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    };
+    return openai(new OpenAI({ apiKey: "sk-test", baseURL: "http://local.test/v1", fetch }), {
+      policy: testPolicy().p,
+    });
+  };
+  const create = (ai: OpenAI) => ai.chat.completions.create({ model: "m", messages, stream: true });
+
+  it("partialOf(error).chunks: each event shown, with its raw text and JSON", async () => {
+    const { error } = await drain(await create(clientOf(true)));
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    const chunks = partialOf(error)?.chunks as { raw: string; json: any }[];
+    expect(chunks.map((c) => c.raw)).toEqual(reads.join("").split(/(?<=\n\n)/));
+    expect(chunks.map((c) => c.json.choices[0].delta.content)).toEqual([
+      "",
+      "A ",
+      "B ",
+      "C ",
+      "D ",
+    ]);
+    expect(partialOf(error)?.answer?.text).toBe("A B C D ");
+  });
+
+  it("guardedStream(stream).done counts the events the consumer read", async () => {
+    const stream = await create(clientOf(false));
+    const guarded = guardedStream(stream);
+    const { chunks, error } = await drain(stream);
+    expect(error).toBeUndefined();
+    expect(chunks).toHaveLength(6); // the SDK's chunks: the [DONE] event is none
+    const outcome = await guarded.done;
+    expect(outcome.chunks).toBe((reads.join("") + tail).split(/(?<=\n\n)/).length);
+    expect(outcome.usage).toEqual({ inputTokens: 3, outputTokens: 4 });
+  });
+});
