@@ -1,6 +1,7 @@
 import OpenAI from "openai";
 import { policy } from "../src/policy/policy.ts";
 import { withBreakwater } from "../src/providers/openai.ts";
+import { ReadResponse } from "../src/providers/read-response.ts";
 import { type Case, measure, perUnit, report } from "./harness.ts";
 
 const CHUNKS = 2_000;
@@ -57,6 +58,16 @@ export async function benchAdapter(): Promise<void> {
     new OpenAI({ apiKey: "sk-bench", baseURL: "http://bench.local/v1", fetch }),
     { policy: policy() },
   );
+  // The floor: a fetch that does only what any retry layer under the SDK must do for one
+  // JSON answer (its own attempt signal tied to the SDK's, a deadline timer, the body read
+  // and parsed inside the attempt for its usage, the answer handed on already read, the
+  // rate-limit headers walked once) and nothing else: no policy, ledger, gates or checks.
+  const floor = new OpenAI({
+    apiKey: "sk-bench",
+    baseURL: "http://bench.local/v1",
+    maxRetries: 0,
+    fetch: bareWrapper(fetch),
+  });
   const messages = [{ role: "user" as const, content: "hi" }];
   const streamOnce = async (c: OpenAI) => {
     const s = await c.chat.completions.create({
@@ -100,6 +111,12 @@ export async function benchAdapter(): Promise<void> {
         for (let k = 0; k < n; k++) await wrapped.chat.completions.create({ model: "m", messages });
       },
     },
+    {
+      name: "openai create, bare wrapper (floor)",
+      run: async (n) => {
+        for (let k = 0; k < n; k++) await floor.chat.completions.create({ model: "m", messages });
+      },
+    },
   ];
   report(
     "openai chat create through the fetch layer, per call (no network)",
@@ -126,6 +143,29 @@ export async function benchAdapter(): Promise<void> {
     "long create, SDK alone",
   );
 }
+
+/** The least a retry layer under the SDK does for one JSON answer (see `floor` above). */
+function bareWrapper(base: typeof globalThis.fetch): typeof globalThis.fetch {
+  return async (input, init = {}) => {
+    const attempt = new AbortController();
+    const abort = () => attempt.abort(init.signal?.reason);
+    init.signal?.addEventListener("abort", abort, { once: true });
+    const timer = setTimeout(() => attempt.abort(), 600_000);
+    try {
+      const res = await base(input, { ...init, signal: attempt.signal });
+      res.headers.forEach((_, name) => RATE.test(name));
+      const text = await res.text();
+      const json: unknown = JSON.parse(text);
+      const usage = (json as { usage?: unknown }).usage;
+      if (usage === null) throw new Error("unreachable: keeps the read");
+      return new ReadResponse(text, res, json);
+    } finally {
+      clearTimeout(timer);
+      init.signal?.removeEventListener("abort", abort);
+    }
+  };
+}
+const RATE = /rate-?limit/i;
 
 /** `op` n times, one after another. */
 const repeat =
