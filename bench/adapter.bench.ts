@@ -153,11 +153,14 @@ function bareWrapper(base: typeof globalThis.fetch): typeof globalThis.fetch {
     const timer = setTimeout(() => attempt.abort(), 600_000);
     try {
       const res = await base(input, { ...init, signal: attempt.signal });
-      res.headers.forEach((_, name) => RATE.test(name));
+      const limits = new Map<string, string>();
+      res.headers.forEach((value, name) => {
+        if (RATE.test(name)) limits.set(name, value);
+      });
       const text = await res.text();
       const json: unknown = JSON.parse(text);
       const usage = (json as { usage?: unknown }).usage;
-      if (usage === null) throw new Error("unreachable: keeps the read");
+      if (usage === null || limits.size < 0) throw new Error("unreachable: keeps the reads");
       return new ReadResponse(text, res, json);
     } finally {
       clearTimeout(timer);
