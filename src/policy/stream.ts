@@ -670,20 +670,15 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     const ledger = this.#call.ledger;
     const told = this.#s.shown;
+    const shown = this.#shown;
     const held = this.#r?.delivered ?? [];
-    if (told === undefined) {
-      const chunks = this.#shown.length + held.length;
-      this.#resolve({ ledger, usage: ledger.usage, chunks, stopped });
-      return;
-    }
-    // Counted as the user counts them, only when asked.
-    const all = [...this.#shown, ...held];
-    let count: number | undefined;
+    // Counted as the user counts them (SHOWN), only when asked.
+    let count = told === undefined ? shown.length + held.length : undefined;
     this.#resolve({
       ledger,
       usage: ledger.usage,
       get chunks() {
-        count ??= told(all).length;
+        count ??= told!([...shown, ...held]).length;
         return count;
       },
       stopped,
