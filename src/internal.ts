@@ -19,6 +19,7 @@ export {
   type Spec,
   Validator,
 } from "./core/validate.ts";
+export { ambientAttempt, type OuterAttempt, wantAmbient } from "./policy/ambient.ts";
 export { CHECKED } from "./policy/execute.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";

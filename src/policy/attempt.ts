@@ -1,9 +1,12 @@
 import { type AbortWatcher, type Unwatch, watchAbort } from "../core/abort.ts";
 import type { Cancel, Clock } from "../core/clock.ts";
 import { attemptCause, attemptMs, type Deadline, type TimeoutCause } from "../core/deadline.ts";
+import type { Effect } from "../core/effects.ts";
 import { AttemptTimeoutError } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
+import type { Limiter } from "../core/limiter.ts";
 import type { Usage } from "../core/usage.ts";
+import { inAmbient, type OuterAttempt } from "./ambient.ts";
 import type { AttemptWatch } from "./observer.ts";
 
 /** How an attempt ended, as every gate it passed is told (docs/architecture.md, "The
@@ -53,6 +56,8 @@ export interface AttemptOwner extends Reporter {
   readonly attemptTimeoutMs: number;
   /** Watch the caller's signal weakly: a stream's consumer may abandon it. */
   readonly weak: boolean;
+  /** The policy's rate limiter, for a layer under the attempt to tell what it heard. */
+  readonly limiter?: Limiter | undefined;
 }
 
 /** Ends every grant in `grants` once: what an attempt, or a stream collected unread, runs. */
@@ -74,7 +79,7 @@ export function endGrants(
  * The AbortController is made only when someone reads `signal`: on the success path of a
  * call with nothing to abort it, that is most of the overhead.
  */
-export class Attempt implements AbortWatcher {
+export class Attempt implements AbortWatcher, OuterAttempt {
   /** 1 for the first attempt. */
   readonly attempt: number;
   /** The call's deadline as a time on the policy's clock (Infinity when none). */
@@ -182,10 +187,31 @@ export class Attempt implements AbortWatcher {
   }
 
   /** Runs the attempt's operation, handed this attempt as its context: inside the
-   * observer's context when one watches (so the SDK's HTTP spans nest under it). */
+   * observer's context when one watches (so the SDK's HTTP spans nest under it), and as
+   * the ambient attempt, so a wrapped client it calls sends as this attempt (rule 15). */
   run<T>(operation: (context: this) => T): T {
     const w = this.#watch;
-    return w === undefined ? operation(this) : w.run(() => operation(this));
+    return w === undefined ? inAmbient(this, operation) : w.run(() => inAmbient(this, operation));
+  }
+
+  get limiter(): Limiter | undefined {
+    return this.#owner.limiter;
+  }
+
+  /** What layers under this attempt said they spent (a wrapped client's request). */
+  spent: { inputTokens: number; outputTokens: number } | undefined;
+
+  /** A request sent under this attempt changes state on the server (rule 20). */
+  unsafe = false;
+
+  sends(effect: Effect): void {
+    if (effect === "unsafe") this.unsafe = true;
+  }
+
+  spend(usage: Partial<Usage>): void {
+    const s = (this.spent ??= { inputTokens: 0, outputTokens: 0 });
+    s.inputTokens += usage.inputTokens ?? 0;
+    s.outputTokens += usage.outputTokens ?? 0;
   }
 
   /** A stream's first content came (for the observer's time to first token). */

@@ -25,7 +25,7 @@ import type { Run } from "../run/run.ts";
 import { Attempt, type AttemptEnd, type AttemptOwner, endGrants, type Grant } from "./attempt.ts";
 import { type GateRequest, Refusal } from "./gates.ts";
 import { reportHookError, runHook } from "./hooks.ts";
-import type { CallWatch } from "./observer.ts";
+import type { CallWatch, Observer } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What every attempt is handed. */
@@ -63,6 +63,12 @@ export interface CallOptions {
   deadlineAt?: number;
   /** Fewer attempts than the policy allows, for this call (what a chain has left). */
   maxAttempts?: number;
+  /** This call's deadline in ms, in place of the policy's `deadlineMs` (the run's share
+   * and `deadlineAt` still bound it). @default the policy's */
+  deadlineMs?: number;
+  /** This call's attempt timeout in ms, in place of the policy's `attemptTimeoutMs` (an
+   * SDK's own `timeout`, given on the request). @default the policy's */
+  attemptTimeoutMs?: number;
   /** Record the attempts into this ledger (a chain's, shared by its upstreams) instead of
    * a new one. The caller accounts for it with the run. */
   ledger?: Ledger;
@@ -115,6 +121,8 @@ export interface FailOptions {
   beforeWait?: () => unknown;
 }
 
+const isMs = (x: unknown) => typeof x === "number" && x > 0 && !Number.isNaN(x);
+
 const isSignal = (s: unknown) =>
   typeof (s as AbortSignal)?.addEventListener === "function" &&
   typeof (s as AbortSignal)?.aborted === "boolean";
@@ -130,6 +138,8 @@ export const CALL_SPEC = {
     "a time on the policy's clock",
   ),
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
+  deadlineMs: opt.any<number>(isMs, "a number of ms > 0"),
+  attemptTimeoutMs: opt.any<number>(isMs, "a number of ms > 0"),
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
   upstream: opt.str(),
   model: opt.str(),
@@ -159,6 +169,10 @@ const NO_COST: Cost = {};
 const OK: AttemptEnd = { how: "ok" };
 const LEFT: AttemptEnd = { how: "left" };
 const UNSENT: AttemptEnd = { how: "unsent" };
+
+/** A call's own limit in ms (kept within a timer's range), else the policy's. */
+const own = (ms: number | undefined, policy: number) =>
+  ms === undefined ? policy : Math.min(ms, MAX_DELAY_MS);
 
 const fullUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
   u === undefined
@@ -220,7 +234,7 @@ export class Call implements AttemptOwner, GateRequest {
     this.#options = options;
     this.clock = o.clock;
     this.signal = options?.signal;
-    this.attemptTimeoutMs = o.attemptTimeoutMs;
+    this.attemptTimeoutMs = own(options?.attemptTimeoutMs, o.attemptTimeoutMs);
     this.weak = stream;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#ledger = options?.ledger;
@@ -236,23 +250,27 @@ export class Call implements AttemptOwner, GateRequest {
     }
     const runAllows = this.#limits?.callDeadline(now) ?? Number.POSITIVE_INFINITY;
     const given = options?.deadlineAt ?? Number.POSITIVE_INFINITY;
-    this.deadline = callDeadline(now, Math.min(o.deadlineMs, given - now), runAllows);
+    const deadlineMs = own(options?.deadlineMs, o.deadlineMs);
+    this.deadline = callDeadline(now, Math.min(deadlineMs, given - now), runAllows);
     this.#gated =
       options?.signal !== undefined ||
       this.#limits !== undefined ||
       this.deadline.at !== Number.POSITIVE_INFINITY;
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
     this.#hedging = hedgingOf(o, options);
-    if (o.observe !== undefined) {
-      const info = {
-        stream,
-        model: options?.model ?? o.model,
-        upstream: options?.upstream,
-        provider: options?.provider,
-        operation: options?.operation,
-      };
-      this.#watch = runHook(this, "observe", () => o.observe!.call(info), undefined);
-    }
+    if (o.observe !== undefined) this.#watch = this.#watched(o.observe, options, stream);
+  }
+
+  /** The observer's watch of this call, told what the call is. */
+  #watched(observe: Observer, options: CallOptions | undefined, stream: boolean) {
+    const info = {
+      stream,
+      model: options?.model ?? this.#o.model,
+      upstream: options?.upstream,
+      provider: options?.provider,
+      operation: options?.operation,
+    };
+    return runHook(this, "observe", () => observe.call(info), undefined);
   }
 
   /** Takes what a hook or gate of the user's threw (rule 12). */
@@ -427,6 +445,11 @@ export class Call implements AttemptOwner, GateRequest {
     this.#record("failed", LOST, spent, a);
   }
 
+  /** The policy's limiter (a layer under an attempt tells it what it heard). */
+  get limiter() {
+    return this.#o.limiter;
+  }
+
   // What the gates are asked for the next attempt (GateRequest), read only by a gate
   // that needs it: the call is the request, nothing is made per attempt.
   get cost(): Cost {
@@ -502,8 +525,9 @@ export class Call implements AttemptOwner, GateRequest {
 
   /** The attempt succeeded. `left`: it ended before the upstream showed anything (a
    * consumer who stopped before the first content chunk): recorded, but no verdict. */
-  succeed(usage?: Partial<Usage>, left = false): void {
+  succeed(given?: Partial<Usage>, left = false): void {
     const o = this.#o;
+    const usage = given ?? this.#attempt?.spent;
     this.#attempt?.end(
       left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage },
     );
@@ -612,7 +636,7 @@ export class Call implements AttemptOwner, GateRequest {
     this.#o.hedge?.heard(f, this.#o.clock.now());
     this.#lastError = error;
     this.#lastFailure = f;
-    const usage = more.usage;
+    const usage = more.usage ?? a?.spent;
     a?.end(
       usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage },
     );
@@ -632,7 +656,7 @@ export class Call implements AttemptOwner, GateRequest {
       timedOutBy: this.#attempt?.timedOut?.by,
       callerRefused: f.retryable && refused?.(f, this.#lastError) === false,
       runRefusal: limits && (limits.refuseAttempt(this.#o.clock.now()) ?? limits.refuseRetry()),
-      unsafe: this.#options?.effect === "unsafe",
+      unsafe: this.#options?.effect === "unsafe" || this.#attempt?.unsafe === true,
     };
   }
 

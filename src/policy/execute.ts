@@ -73,7 +73,7 @@ function lean<T>(
   const a = new Attempt(owner, 1, o.clock.now(), grants);
   let p: Promise<T>;
   try {
-    p = Promise.resolve(operation(a));
+    p = Promise.resolve(a.run(operation));
   } catch (e) {
     p = Promise.reject(e);
   }

@@ -259,7 +259,11 @@ function admissionOf(
 
 /** The owner of a lean call's first attempt: no signal, no deadline; a hook error is
  * reported as a warning (no ledger is kept for a call that succeeds unwatched). */
-function leanOwner(clock: Clock, attemptTimeoutMs: number): LeanOwner {
+function leanOwner(
+  clock: Clock,
+  attemptTimeoutMs: number,
+  limiter: Limiter | undefined,
+): LeanOwner {
   const reporter = {
     report: (hook: string, error: unknown) => reportHookError(undefined, hook, error),
   };
@@ -269,6 +273,7 @@ function leanOwner(clock: Clock, attemptTimeoutMs: number): LeanOwner {
     deadline: callDeadline(0, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY),
     attemptTimeoutMs,
     weak: false,
+    limiter,
     report: reporter.report,
     // What the gates are asked for a call with no options.
     cost: {},
@@ -338,7 +343,7 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
     retryAfterBeyondMax: retryAfter.beyondMax,
     ...parts,
     gates,
-    lean: lean ? leanOwner(time, rest.attemptTimeoutMs) : undefined,
+    lean: lean ? leanOwner(time, rest.attemptTimeoutMs, parts.limiter) : undefined,
     clock: time,
     random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],

@@ -570,7 +570,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     return earliest<TimeoutCause>(
       this.#call.deadline,
       total,
-      { at: start + this.#o.attemptTimeoutMs, by: "attempt" },
+      { at: start + this.#call.attemptTimeoutMs, by: "attempt" },
       { at: start + this.#s.firstTokenMs, by: "first-token" },
     );
   }

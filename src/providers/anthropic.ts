@@ -132,5 +132,5 @@ export function withBreakwater<C extends Anthropic>(
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: anthropicDialect,
   });
-  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C);
+  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C, OWNER);
 }

@@ -27,17 +27,29 @@ import {
   failureOf,
   type GuardedStream,
   HttpError,
+  Ledger,
   ledgerOf,
   type OutputCheck,
   OutputError,
   type OutputOptions,
   type Policy,
   partialOf,
+  policy,
   type Run,
   reasonOf,
   type Usage,
 } from "../index.ts";
-import { CHECKED, EFFECTS, opt, SHOWN, streamBehind, tagError } from "../internal.ts";
+import {
+  ambientAttempt,
+  CHECKED,
+  EFFECTS,
+  type OuterAttempt,
+  opt,
+  SHOWN,
+  streamBehind,
+  tagError,
+  wantAmbient,
+} from "../internal.ts";
 import {
   type Checks,
   checkRequest,
@@ -53,7 +65,7 @@ import { saysStream, withKeys } from "./json-text.ts";
 import { type Marks, marksOf, tailOf } from "./marks.ts";
 import { type Ends, passThrough } from "./pass-through.ts";
 import { ReadResponse } from "./read-response.ts";
-import { currentAttempt, gaveUp, sdkBody, seenAs } from "./scope.ts";
+import { currentAttempt, gaveUp, sdkBody, sdkTimeout, seenAs } from "./scope.ts";
 import {
   ADAPTER_SPEC,
   type AdapterOptions,
@@ -148,6 +160,16 @@ export interface PerCall {
   effect?: Effect;
   /** This call's `reconcile` (see the adapter's option). */
   reconcile?: Reconcile;
+  /** This call's deadline in ms, in place of the policy's `deadlineMs`. */
+  deadlineMs?: number;
+  /** This call's attempt timeout in ms, in place of the policy's `attemptTimeoutMs` (and of
+   * the SDK's own `timeout`). */
+  attemptTimeoutMs?: number;
+  /** Fewer attempts than the policy allows, for this call (never more: the policy's cap
+   * protects the upstream). */
+  maxAttempts?: number;
+  /** `false`: never hedge this call, though the policy hedges. */
+  hedge?: false;
 }
 
 /**
@@ -170,6 +192,13 @@ const PER_CALL = {
   ),
   effect: opt.oneOf(EFFECTS),
   reconcile: opt.fn<Reconcile>(),
+  deadlineMs: opt.any<number>((x) => typeof x === "number" && x > 0, "a number of ms > 0"),
+  attemptTimeoutMs: opt.any<number>((x) => typeof x === "number" && x > 0, "a number of ms > 0"),
+  maxAttempts: opt.any<number>(
+    (x) => Number.isInteger(x) && (x as number) >= 1,
+    "an integer >= 1 (at most the policy's)",
+  ),
+  hedge: opt.any<false>((x) => x === false, "false (never hedge this call)"),
 };
 
 /** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
@@ -229,6 +258,15 @@ function answerOf(error: unknown, headers: Headers | undefined): Response | unde
   if (event !== undefined && headers !== undefined)
     return tagged(new Response(event.raw, { status: 200, headers }), error);
   return undefined;
+}
+
+/** An answer breakwater gave up on, as the SDK is handed it: it says `x-should-retry:
+ * false`, so no layer that reads the server's word (a Stainless SDK, the Agents SDK's
+ * `providerSuggested`) sends it again. Not when the request is an attempt of another
+ * call: that call owns the retry (rule 15). */
+function final(c: FetchCall, answer: Response): Response {
+  if (c.outer === undefined) answer.headers.set("x-should-retry", "false");
+  return answer;
 }
 
 /** Bodies that can be sent again as they are. A stream body cannot: one attempt only. */
@@ -303,6 +341,10 @@ interface FetchCall {
     | "operation"
     | "seenAs"
     | "effect"
+    | "attemptTimeoutMs"
+    | "deadlineMs"
+    | "maxAttempts"
+    | "hedge"
   >;
   readonly reconcile: Reconcile | undefined;
   readonly send: Send;
@@ -316,6 +358,13 @@ interface FetchCall {
    * call has a `validate` of its own. */
   readonly reply: OutputOptions<Reply> | undefined;
   readonly continuation: boolean;
+  /** The attempt of another policy this request is sent as (a wrapped client called inside
+   * a chain, a pool or a user's `execute`): it is sent once, as that attempt (rule 15). */
+  readonly outer: OuterAttempt | undefined;
+  /** The ledger of a request sent as an outer attempt: what it spent goes to that attempt. */
+  readonly ledger: Ledger | undefined;
+  /** The run whose journal records this request's answer (and answers it on resume). */
+  readonly journal: Run | undefined;
 }
 
 /** How each attempt goes out: the attempt header, the transport, and every answer's
@@ -412,50 +461,21 @@ export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalTh
  * is retried until its first content event and then passed through untouched.
  */
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
-  const o = adapterOptions("guardedFetch", SPEC, options);
-  needsUndici("guardedFetch", o.connectTimeoutMs);
-  const p = asPolicy(options.policy);
-  const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
+  const layer = layerOf(options);
+  const { dialect, contextTokens } = layer;
   const base = options.fetch ?? globalThis.fetch;
-  const send = sender(options, p);
-  const limited = p.options.limiter !== undefined;
-  const parse = o.dialect !== undefined || limited;
-  const checks: Checks = {
-    truncation: o.truncation,
-    fencedJson: o.fencedJson,
-    validate: undefined,
-  };
-  const marks = marksOf(o.dialect);
-  const tail = tailOf(o.dialect, marks);
-  const reply = o.dialect && replyChecks(o.dialect, checks, replyJson);
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return Promise.resolve(base(input, init)); // a body that cannot be sent twice, or a Request object
-    const req = outgoing(input, init, o.dialect, parse);
-    const perCall = req.init[CALL];
+    const req = outgoing(input, init, dialect, layer.parse);
     const raw = req.init.body;
     const refused =
-      o.dialect && typeof raw === "string"
-        ? checkRequest(o.dialect, req.url, raw, req.json, contextTokens)
+      dialect && typeof raw === "string"
+        ? checkRequest(dialect, req.url, raw, req.json, contextTokens)
         : undefined;
     if (refused !== undefined) return Promise.resolve(new FailedAnswer(refused)); // nothing sent, nothing spent
-    const own =
-      perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate };
-    const call: FetchCall = {
-      policy: p,
-      outgoing: req,
-      callOptions: callOptionsOf(options, o.dialect, req, perCall, limited),
-      send,
-      dialect: o.dialect,
-      marks,
-      tail,
-      checks: own,
-      reply: own === checks || !o.dialect ? reply : replyChecks(o.dialect, own, replyJson),
-      continuation: o.continuation,
-      reconcile: perCall?.reconcile ?? options.reconcile,
-    };
-    return dispatched(call);
+    return dispatched(callOf(layer, req, req.init[CALL]));
   };
   return (input, init = {}) => {
     try {
@@ -466,11 +486,96 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   };
 }
 
+/** One fetch layer, as made: its options checked, its policy, its sender and what reads
+ * its answers, made once for all its requests. */
+interface Layer {
+  readonly options: GuardedFetchOptions;
+  readonly policy: Policy;
+  readonly dialect: Dialect | undefined;
+  readonly contextTokens: number | undefined;
+  /** Whether request bodies are read as JSON (for the dialect or the limiter). */
+  readonly parse: boolean;
+  readonly send: Send;
+  readonly checks: Checks;
+  readonly marks: Marks;
+  readonly tail: Tail | undefined;
+  readonly reply: OutputOptions<Reply> | undefined;
+  readonly continuation: boolean;
+  /** The policy a request sent as another call's attempt runs under. */
+  once(): Policy;
+}
+
+function layerOf(options: GuardedFetchOptions): Layer {
+  const o = adapterOptions("guardedFetch", SPEC, options);
+  needsUndici("guardedFetch", o.connectTimeoutMs);
+  const p = asPolicy(options.policy);
+  const checks: Checks = {
+    truncation: o.truncation,
+    fencedJson: o.fencedJson,
+    validate: undefined,
+  };
+  const marks = marksOf(o.dialect);
+  wantAmbient();
+  let bare: Policy | undefined;
+  return {
+    options,
+    policy: p,
+    dialect: o.dialect,
+    contextTokens: Number.isNaN(o.contextTokens) ? undefined : o.contextTokens,
+    parse: o.dialect !== undefined || p.options.limiter !== undefined,
+    send: sender(options, p),
+    checks,
+    marks,
+    tail: tailOf(o.dialect, marks),
+    reply: o.dialect && replyChecks(o.dialect, checks, replyJson),
+    continuation: o.continuation,
+    // Inside another policy's attempt, a request is sent once and read as this layer reads
+    // it (usage, in-band errors, checks): no retry, no gate of its own (rule 15).
+    once: () =>
+      (bare ??= policy({
+        maxAttempts: 1,
+        budget: false,
+        limiter: false,
+        clock: p.options.clock,
+        ...(p.options.classify && { classify: p.options.classify }),
+      })),
+  };
+}
+
+/** One request under the layer: as a call of its own, or as the attempt of another
+ * policy's call it is sent inside. */
+function callOf(layer: Layer, req: Outgoing, perCall: PerCall | undefined): FetchCall {
+  const { checks, dialect: d, policy: p } = layer;
+  const own = perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate };
+  const outer = ambientAttempt();
+  const run = runOf(layer.options, perCall?.run);
+  const ledger = outer === undefined ? undefined : new Ledger(p.options.clock.now());
+  return {
+    policy: outer === undefined ? p : layer.once(),
+    outgoing: req,
+    callOptions:
+      outer === undefined
+        ? callOptionsOf(run, d, req, perCall, p)
+        : asAttemptOf(outer, ledger!, d, req, perCall),
+    send: outer === undefined ? layer.send : sendAs(outer, layer.send),
+    outer,
+    ledger,
+    journal: run,
+    dialect: d,
+    marks: layer.marks,
+    tail: layer.tail,
+    checks: own,
+    reply: own === checks || !d ? layer.reply : replyChecks(d, own, replyJson),
+    continuation: layer.continuation,
+    reconcile: perCall?.reconcile ?? layer.options.reconcile,
+  };
+}
+
 /** The call under the policy; with a journaled run, a call made before at this place is
  * answered from the journal, and one made now is recorded. */
 function dispatched(call: FetchCall): Promise<Response> {
   const req = call.outgoing;
-  const pending = slotFor(call.callOptions.run, req.method, req.url, req.init.body);
+  const pending = slotFor(call.journal, req.method, req.url, req.init.body);
   if (pending === undefined) return req.stream ? streamed(call) : unary(call);
   return pending.then((slot) => {
     const replayed = slot?.replayed === true ? replay(slot.answer) : undefined;
@@ -503,22 +608,73 @@ async function reconciled(c: FetchCall, error: unknown): Promise<Response | unde
  * made, so the policy does not check them again on every call, unless a value comes from
  * elsewhere unchecked: a per-call entry, a run, or a reading that is not well formed. */
 function callOptionsOf(
-  options: GuardedFetchOptions,
+  run: Run | undefined,
   d: Dialect | undefined,
   req: Outgoing,
   perCall: PerCall | undefined,
-  limited: boolean,
+  p: Policy,
 ): FetchCall["callOptions"] {
   const out: FetchCall["callOptions"] & { [CHECKED]?: true } = labels(d, req);
   const { signal, body } = req.init;
   if (signal) out.signal = signal;
-  const run = runOf(options, perCall?.run);
+  const timeoutMs = attemptTimeout(perCall, p.options.attemptTimeoutMs);
+  if (timeoutMs !== undefined) out.attemptTimeoutMs = timeoutMs;
+  const limited = p.options.limiter !== undefined;
   if (run !== undefined) out.run = run;
-  if (perCall?.priority !== undefined) out.priority = perCall.priority;
+  if (perCall !== undefined) ownLimits(out, perCall);
   out.effect = perCall?.effect ?? effectOf(d, req);
   if (limited && typeof body === "string") out.cost = estimateCost(d, body, req.json);
   if (perCall === undefined && run === undefined && wellFormed(out)) out[CHECKED] = true;
   return out;
+}
+
+/** A request sent as attempt `outer` of another policy's call: one attempt, cut when that
+ * attempt is, its spending recorded into `ledger` (and told to `outer` when it ends); what
+ * sending it again would do is told to the outer call, which owns the retry (rule 20). */
+function asAttemptOf(
+  outer: OuterAttempt,
+  ledger: Ledger,
+  d: Dialect | undefined,
+  req: Outgoing,
+  perCall: PerCall | undefined,
+): FetchCall["callOptions"] & { ledger: Ledger } {
+  const out: FetchCall["callOptions"] & { ledger: Ledger } = { ...labels(d, req), ledger };
+  const own = req.init.signal;
+  out.signal = own ? AbortSignal.any([own, outer.signal]) : outer.signal;
+  const timeoutMs = attemptTimeout(perCall, Number.POSITIVE_INFINITY);
+  if (timeoutMs !== undefined) out.attemptTimeoutMs = timeoutMs;
+  out.effect = perCall?.effect ?? effectOf(d, req);
+  outer.sends(out.effect);
+  return out;
+}
+
+/** Sends as attempt `outer`: its number on the request, the answer's headers to its
+ * policy's limiter too. */
+function sendAs(outer: OuterAttempt, send: Send): Send {
+  return (req, _attempt, signal) =>
+    send(req, outer.attempt, signal).then((res) => {
+      heard(outer.limiter, res);
+      return res;
+    });
+}
+
+/** A call's own limits (`callOptions`): its priority, deadline, attempts, hedging. */
+function ownLimits(out: FetchCall["callOptions"], perCall: PerCall): void {
+  if (perCall.priority !== undefined) out.priority = perCall.priority;
+  if (perCall.deadlineMs !== undefined) out.deadlineMs = perCall.deadlineMs;
+  if (perCall.maxAttempts !== undefined) out.maxAttempts = perCall.maxAttempts;
+  if (perCall.hedge === false) out.hedge = false;
+}
+
+/** One attempt's timeout for a request: the call's own (`callOptions`), else the one the
+ * user gave the SDK (the request's, else the client's), else the policy's, which the
+ * SDK's default (10 minutes: one attempt's, as in the SDK) caps. */
+function attemptTimeout(perCall: PerCall | undefined, policyMs: number): number | undefined {
+  if (perCall?.attemptTimeoutMs !== undefined) return perCall.attemptTimeoutMs;
+  const sdk = sdkTimeout();
+  if (sdk === undefined) return undefined;
+  if (sdk.given !== undefined) return sdk.given;
+  return policyMs > sdk.cap ? sdk.cap : undefined;
 }
 
 /** Whether what a request's own values put into its call options (its signal, a custom
@@ -570,6 +726,11 @@ interface Reply {
 const replyUsage = (r: unknown) => (r as Reply).usage;
 const replyJson = (r: Reply) => r.json;
 
+/** A request sent as another call's attempt tells that attempt what it spent. */
+function told(c: FetchCall): void {
+  if (c.outer !== undefined && c.ledger !== undefined) c.outer.spend(c.ledger.billed);
+}
+
 /** A JSON request: the policy retries it until an answer counts; the SDK reads the answer
  * (or raises its own error from the one the policy gave up on). */
 async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
@@ -595,14 +756,16 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
       if (model !== undefined) ctx.answeredBy(model);
       return { res: new ReadResponse(text, res, json), usage: dialect.usage?.(json), json };
     }, options);
+    told(c);
     if (record !== undefined) await keep(done.res, record);
     return done.res;
   } catch (error) {
+    told(c);
     const settled = await reconciled(c, error);
     if (settled !== undefined) return settled;
     gaveUp(error);
     const answer = answerOf(error, undefined);
-    if (answer !== undefined) return answer;
+    if (answer !== undefined) return final(c, answer);
     // A bad answer (truncated, invalid): the SDK's read of it rejects with the OutputError.
     if (findCause(error, OutputError) !== undefined)
       return tagged(new FailedAnswer(error, last), error);
@@ -704,6 +867,10 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   const events = openEvents(c, (res) => {
     current = res;
   });
+  if (c.outer !== undefined) {
+    const tell = () => told(c);
+    events.done.then(tell, tell);
+  }
   // `guardedStream(sdkStream)` finds the stream by the SDK's request signal.
   const signal = c.callOptions.signal;
   if (signal !== undefined) streamBehind(signal, events as GuardedStream<unknown>);
@@ -713,7 +880,7 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   } catch (error) {
     gaveUp(error);
     const answer = answerOf(error, current?.headers);
-    if (answer !== undefined) return answer;
+    if (answer !== undefined) return final(c, answer);
     throw error;
   }
   const res = current!;

@@ -17,13 +17,15 @@ import { ConfigError, type Usage } from "../index.ts";
 import { googleAnswer } from "./answers.ts";
 import { googleEffect } from "./effects.ts";
 import { type Dialect, type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
-import { scoped } from "./scope.ts";
+import { type SdkTimeout, sayOnce, scoped } from "./scope.ts";
 import { adapterOptions, FETCH_SPEC, overlay } from "./shared.ts";
 
 /** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
 export type GoogleAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
 
 type Obj = Record<string, any>;
+
+const OWNER = "google.withBreakwater";
 
 /** Usage from `usageMetadata` (cumulative in stream chunks). */
 export function googleUsage(x: unknown): Partial<Usage> | undefined {
@@ -91,8 +93,17 @@ const MODULES = [
   "fileSearchStores",
 ];
 
-/** A module whose every method sends its request through `fetch`, one SDK attempt each. */
-function through<T extends object>(module: T, fetch: typeof globalThis.fetch): T {
+/**
+ * A module whose every method sends its request through `fetch`, one SDK attempt each
+ * (rule 15): a request's own `retryOptions` are set to one attempt (said once), and its
+ * `timeout` (the request's, else the client's) becomes its attempt timeout, so the SDK's
+ * abort no longer ends the call as a cancellation.
+ */
+function through<T extends object>(
+  module: T,
+  fetch: typeof globalThis.fetch,
+  clientTimeout: unknown,
+): T {
   const calls = new Map<PropertyKey, unknown>();
   return new Proxy(module, {
     get(target, prop) {
@@ -103,14 +114,45 @@ function through<T extends object>(module: T, fetch: typeof globalThis.fetch): T
           const [params, ...rest] = args;
           if (!isObject(params)) return v.apply(target, args);
           const config = (params.config ?? {}) as Obj;
-          const httpOptions = { ...config.httpOptions, fetch, retryOptions: { attempts: 1 } };
+          const asked = (config.httpOptions ?? {}) as Obj;
+          const timeout = sdkTimeoutOf(asked, clientTimeout);
+          const httpOptions = {
+            ...asked,
+            fetch,
+            retryOptions: { attempts: 1 },
+            timeout: 0, // none: the attempt timeout is breakwater's
+          };
           const sent = [{ ...params, config: { ...config, httpOptions } }, ...rest];
           // Its errors are built from the body alone: the scope tells them how the call ended.
-          return scoped(() => v.apply(target, sent));
+          return scoped((scope) => {
+            scope.timeout = timeout;
+            return v.apply(target, sent);
+          });
         });
       return calls.get(prop);
     },
   });
+}
+
+/** A request's timeout for breakwater (the SDK has no default one), and a word when it
+ * asked for retries of its own. */
+function sdkTimeoutOf(asked: Obj, clientTimeout: unknown): SdkTimeout | undefined {
+  const attempts = (asked.retryOptions as Obj | undefined)?.attempts;
+  if (typeof attempts === "number" && attempts > 1)
+    sayOnce(
+      OWNER,
+      `a request's retryOptions.attempts (${attempts}) is ignored: breakwater's policy owns the retries (its maxAttempts counts every attempt; per call, callOptions({ maxAttempts }))`,
+    );
+  const ms = asked.timeout ?? clientTimeout;
+  if (ms === undefined || ms === null) return undefined;
+  if (!(typeof ms === "number" && ms > 0))
+    throw new ConfigError(
+      OWNER,
+      "httpOptions.timeout",
+      ms,
+      "a number of ms > 0 (one attempt's timeout)",
+    );
+  return { given: ms, cap: Number.POSITIVE_INFINITY };
 }
 
 /**
@@ -127,20 +169,19 @@ export function withBreakwater<C extends GoogleGenAI>(
   const models = isObject(client) ? (client as Obj).models : undefined;
   if (!isObject(models) || typeof models.generateContent !== "function")
     throw new ConfigError(
-      "google.withBreakwater",
+      OWNER,
       "client",
       client,
       "a GoogleGenAI client (new GoogleGenAI({ apiKey }))",
     );
-  const base = ((client as Obj).httpOptions as Obj | undefined)?.fetch as
-    | typeof globalThis.fetch
-    | undefined;
-  adapterOptions("google.withBreakwater", FETCH_SPEC, options);
+  const clientHttp = (client as Obj).httpOptions as Obj | undefined;
+  const base = clientHttp?.fetch as typeof globalThis.fetch | undefined;
+  adapterOptions(OWNER, FETCH_SPEC, options);
   const fetch = guardedFetch({ ...options, ...(base && { fetch: base }), dialect: googleDialect });
   const overrides: Record<string, unknown> = {};
   for (const name of MODULES) {
     const m = (client as Obj)[name];
-    if (isObject(m)) overrides[name] = through(m, fetch);
+    if (isObject(m)) overrides[name] = through(m, fetch, clientHttp?.timeout);
   }
   const chats = (client as Obj).chats as Obj | undefined;
   if (chats && typeof chats.constructor === "function")

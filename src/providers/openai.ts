@@ -220,7 +220,7 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: openaiDialect(includeUsage),
   });
-  return scopedClient(client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C);
+  return scopedClient(client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C, OWNER);
 }
 
 /** What an AzureOpenAI client's `withOptions` does not carry over (its constructor then

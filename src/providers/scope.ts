@@ -1,10 +1,10 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { failureOf, ledgerOf, partialOf, reasonOf } from "../index.ts";
+import { ConfigError, failureOf, ledgerOf, partialOf, reasonOf } from "../index.ts";
 import { tagError } from "../internal.ts";
 
 /** One SDK method call: the last give-up of the requests it sent through the fetch layer,
  * and who waits to hear the error the SDK rejects with. */
-interface Scope {
+export interface Scope {
   gaveUp: unknown;
   seen: ((error: unknown) => void)[] | undefined;
   /** The method call has settled: with `error` (undefined when it resolved). */
@@ -12,6 +12,16 @@ interface Scope {
   error: unknown;
   /** The last JSON body the SDK made in this call: its text, and the object it made it of. */
   built: { readonly text: string; readonly body: Record<string, unknown> } | undefined;
+  /** The SDK's own timeout for the request, taken over as its attempt timeout. */
+  timeout: SdkTimeout | undefined;
+}
+
+/** An SDK's timeout for one request: one attempt's, in the SDK as in breakwater. `given`
+ * was set by the user (on the request, else the client) and replaces the policy's
+ * `attemptTimeoutMs`; the SDK's default only caps it. */
+export interface SdkTimeout {
+  readonly given: number | undefined;
+  readonly cap: number;
 }
 
 /** The error the SDK method now running will reject with (undefined when it resolves),
@@ -75,15 +85,16 @@ function carry(scope: Scope, error: unknown): void {
  * breakwater ended it, whatever class the SDK gives it (rule 8). A method that returns no
  * promise is left as it is.
  */
-export function scoped<T>(call: () => T): T {
+export function scoped<T>(call: (scope: Scope) => T): T {
   const scope: Scope = {
     gaveUp: undefined,
     seen: undefined,
     settled: false,
     error: undefined,
     built: undefined,
+    timeout: undefined,
   };
-  const result = scopes.run(scope, call);
+  const result = scopes.run(scope, call, scope);
   if (!(result instanceof Promise)) return result;
   return result.then(
     (value: unknown) => {
@@ -102,20 +113,35 @@ type Stainless = {
   makeRequest(...args: unknown[]): Promise<unknown>;
   withOptions(options: unknown): Stainless;
   buildBody?(arg: { options?: { body?: unknown } }): { body?: unknown };
+  timeout?: unknown;
 };
+
+/** The longest timer Node keeps (a longer one fires at once). */
+const NO_TIMEOUT = 2_147_483_647;
 
 /**
  * An openai or anthropic client (the Stainless SDKs) whose every request runs in a scope:
  * `makeRequest` is what every method, paginated list and helper goes through; the clients
- * `withOptions` makes from it are scoped too.
+ * `withOptions` makes from it are scoped too. Each request's own retry knobs are taken over
+ * (rule 15): its `maxRetries` goes to 0 (said once: breakwater's policy owns the retries),
+ * and its `timeout` (the request's, else the client's) becomes its attempt timeout, so the
+ * SDK's timer no longer cuts the whole call (all of breakwater's attempts) as a cancellation.
  */
-export function scopedClient<C>(client: C): C {
+export function scopedClient<C>(client: C, owner: string): C {
   const c = client as unknown as Stainless;
   if (typeof c.makeRequest !== "function" || typeof c.withOptions !== "function") return client;
   const makeRequest = c.makeRequest;
   const withOptions = c.withOptions;
-  c.makeRequest = function (this: Stainless, ...args: unknown[]) {
-    return scoped(() => makeRequest.apply(this, args));
+  const defaultTimeout = defaultTimeoutOf(c);
+  c.makeRequest = function (this: Stainless, options: unknown, ...rest: unknown[]) {
+    return scoped((scope) => {
+      const own = (o: unknown) => {
+        scope.timeout = takeOver(owner, o, this.timeout, defaultTimeout);
+        return o;
+      };
+      const taken = options instanceof Promise ? options.then(own) : own(options);
+      return makeRequest.call(this, taken, ...rest);
+    });
   };
   const buildBody = c.buildBody;
   if (typeof buildBody === "function")
@@ -125,9 +151,52 @@ export function scopedClient<C>(client: C): C {
       return built;
     };
   c.withOptions = function (this: Stainless, options: unknown) {
-    return scopedClient(withOptions.call(this, options));
+    return scopedClient(withOptions.call(this, options), owner);
   };
   return client;
+}
+
+/** The SDK's default timeout (`DEFAULT_TIMEOUT` on its class: 10 minutes). */
+function defaultTimeoutOf(c: Stainless): number {
+  let C = (c as { constructor?: unknown }).constructor as { DEFAULT_TIMEOUT?: unknown } | undefined;
+  for (let i = 0; C && i < 4; i++, C = Object.getPrototypeOf(C))
+    if (typeof C.DEFAULT_TIMEOUT === "number" && C.DEFAULT_TIMEOUT > 0) return C.DEFAULT_TIMEOUT;
+  return 600_000;
+}
+
+/** Takes a request's retry knobs from the SDK: `maxRetries` to 0, `timeout` to breakwater.
+ * A timeout equal to the SDK's default (which anthropic's `messages.create` passes on
+ * every request) is no choice of the user's: it only caps the policy's. */
+function takeOver(
+  owner: string,
+  o: unknown,
+  clientTimeout: unknown,
+  defaultTimeout: number,
+): SdkTimeout | undefined {
+  if (o === null || typeof o !== "object") return undefined;
+  const options = o as { maxRetries?: unknown; timeout?: unknown };
+  if (typeof options.maxRetries === "number" && options.maxRetries > 0)
+    sayOnce(
+      owner,
+      `a request's maxRetries (${options.maxRetries}) is ignored: breakwater's policy owns the retries (its maxAttempts counts every attempt; per call, callOptions({ maxAttempts }))`,
+    );
+  options.maxRetries = 0;
+  const asked = options.timeout ?? clientTimeout;
+  if (asked !== undefined && asked !== null && !(typeof asked === "number" && asked > 0))
+    throw new ConfigError(owner, "timeout", asked, "a number of ms > 0 (one attempt's timeout)");
+  options.timeout = NO_TIMEOUT;
+  const ms = asked as number | undefined;
+  return { given: ms === undefined || ms === defaultTimeout ? undefined : ms, cap: defaultTimeout };
+}
+
+const said = new Set<string>();
+
+/** A warning given once per process for each thing said. */
+export function sayOnce(owner: string, text: string): void {
+  const key = `${owner}: ${text.split(" (")[0]}`;
+  if (said.has(key)) return;
+  said.add(key);
+  process.emitWarning(`${owner}: ${text}`, { code: "BREAKWATER_SDK_RETRIES" });
 }
 
 /** A plain object: what the Stainless SDKs send as `JSON.stringify` of it. */
@@ -191,4 +260,9 @@ export function inAttemptIterable<T>(n: number, source: AsyncIterable<T>): Async
       };
     },
   };
+}
+
+/** The SDK's timeout for the request now being sent, when an adapter took it over. */
+export function sdkTimeout(): SdkTimeout | undefined {
+  return scopes.getStore()?.timeout;
 }

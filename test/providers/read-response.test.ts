@@ -152,18 +152,21 @@ describe("the request object is read only for the very text the SDK made of it",
         },
       },
     });
-    const c = scopedClient({
-      buildBody: ({ options }: { options: { body: object } }) => ({
-        body: JSON.stringify(options.body),
-      }),
-      async makeRequest(options: { body: object }) {
-        const { body } = this.buildBody({ options });
-        return fetch("http://x.local/v1/chat/completions", { method: "POST", body: send(body) });
+    const c = scopedClient(
+      {
+        buildBody: ({ options }: { options: { body: object } }) => ({
+          body: JSON.stringify(options.body),
+        }),
+        async makeRequest(options: { body: object }) {
+          const { body } = this.buildBody({ options });
+          return fetch("http://x.local/v1/chat/completions", { method: "POST", body: send(body) });
+        },
+        withOptions() {
+          return this;
+        },
       },
-      withOptions() {
-        return this;
-      },
-    });
+      "test",
+    );
     return { c, seen };
   };
 

@@ -109,6 +109,9 @@ interface Request {
   extra?: Extra;
   /** The rate-limit headers every answer to it carries. */
   limitHeaders?: Record<string, string>;
+  /** The retries so far the client says it is on (`x-stainless-retry-count`, else
+   * `x-retry-attempt` less one). */
+  retries?: number;
 }
 
 type StreamChunk =
@@ -382,6 +385,7 @@ class FaultServerImpl {
       route: r.route,
       ...(r.model && { model: r.model }),
       ...(r.tool && { tool: r.tool }),
+      ...(r.retries !== undefined && { retries: r.retries }),
     };
     if (stats.timeline.length < MAX_TIMELINE) stats.timeline.push(arrival);
     res.on("close", () => this.#closed(stats, arrival));
@@ -811,7 +815,16 @@ function requestOf(req: IncomingMessage, t: Target & { route: Route }, body: unk
     body,
     ...(typeof key === "string" && key !== "" && { key }),
     ...(t.extra && { extra: t.extra }),
+    ...retriesOf(req),
   };
+}
+
+/** The retry number a request says it is: what shows a layer that retries unseen. */
+function retriesOf(req: IncomingMessage): { retries?: number } {
+  const stainless = Number(req.headers["x-stainless-retry-count"]);
+  if (Number.isInteger(stainless) && stainless >= 0) return { retries: stainless };
+  const attempt = Number(req.headers["x-retry-attempt"]);
+  return Number.isInteger(attempt) && attempt >= 1 ? { retries: attempt - 1 } : {};
 }
 
 const LOOPBACK = ["127.0.0.1", "::1", "localhost"] as const;

@@ -7,6 +7,9 @@ export interface Arrival {
   route: Route;
   model?: string;
   tool?: string;
+  /** The retries so far the request said it was on (`x-stainless-retry-count`, or
+   * `x-retry-attempt` less one): a layer that retries on its own shows as 0, 1, 2, 0, 1, 2. */
+  retries?: number;
   outcome?: string;
   /** The index of the script's rule that shaped it; absent for a healthy answer. */
   rule?: number;
