@@ -95,7 +95,11 @@ function classKind(e: Obj): FailureKind | undefined {
  */
 function connectionFailure(chain: Obj[]): Failure | undefined {
   const classes = chain.map(classKind);
-  if (classes.includes("cancelled")) return failure("cancelled");
+  // An SDK's timeout class over the abort its own timer cut the request with (openai >= 7
+  // keeps that AbortError as the cause) is a timeout, not a cancellation.
+  const cancelled = classes.indexOf("cancelled");
+  const timedOut = classes.indexOf("timeout");
+  if (cancelled !== -1 && !(timedOut !== -1 && timedOut < cancelled)) return failure("cancelled");
   if (chain.some((e) => isA(e, AttemptTimeoutError))) return failure("timeout");
   for (const e of chain) {
     const code = getStr(e, "code") ?? getStr(e, "errno");

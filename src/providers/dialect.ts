@@ -37,6 +37,11 @@ export interface Dialect extends CheckDialect {
    * the read's bytes, where `\s` takes no non-ASCII space (JSON has none between its
    * tokens). Default: every event. */
   marks?: { usage?: RegExp; error?: RegExp };
+  /** The data of the event after which the provider's SDK stops reading a stream and lets
+   * the body go (openai's `[DONE]`: openai >= 7.5 cancels the body there): the read that
+   * ends with it is handed on once the stream behind it has ended and been checked.
+   * Default: none (the SDK reads to the body's end). */
+  endMark?: string;
   /** Who serves it, in the GenAI conventions' words (`gen_ai.provider.name`). */
   provider?: string;
   /** What a request asks for (`gen_ai.operation.name`): "chat", "embeddings", ... */

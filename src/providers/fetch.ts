@@ -63,7 +63,7 @@ import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
 import { type Marks, marksOf, tailOf } from "./marks.ts";
-import { type Ends, passThrough } from "./pass-through.ts";
+import { type Ends, endsWithData, passThrough } from "./pass-through.ts";
 import { ReadResponse } from "./read-response.ts";
 import { currentAttempt, gaveUp, sdkBody, sdkTimeout, seenAs } from "./scope.ts";
 import {
@@ -887,7 +887,9 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
   const init = { status: res.status, statusText: res.statusText, headers: res.headers };
   // A failure after content is told on this response's headers, which the SDK hands its error.
   // A stream read to its end is recorded as the events the SDK read.
+  const mark = c.dialect?.endMark;
   const ends: Ends = {
+    ...(mark !== undefined && { last: endsWithData(mark) }),
     // An error event after content reaches the SDK as the event it was (the SDK raises its
     // own error); any other failure errors the body.
     failed: async (error) => {

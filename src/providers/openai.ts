@@ -180,6 +180,7 @@ export function openaiDialect(includeUsage = true): Dialect {
         : undefined,
     resume: resumeChat,
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
+    endMark: "[DONE]",
     provider: "openai",
     effect: openaiEffect,
     operation: openaiOperation,

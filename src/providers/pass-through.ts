@@ -9,6 +9,10 @@ export interface Ends {
   failed(error: unknown): Promise<string | undefined>;
   /** Told the stream's whole text once it ended (a journaled run records it). */
   done?: (text: string) => Promise<void>;
+  /** Whether a read's bytes end with the event after which the SDK stops reading and
+   * lets the body go (openai's `data: [DONE]`): that read is held until the stream has
+   * ended behind it, so its checks and its record come before the SDK's end, not never. */
+  last?: (bytes: Uint8Array) => boolean;
 }
 
 const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
@@ -179,8 +183,27 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
     if (r.done) return this.#end();
     const bytes = r.value.bytes ?? ENCODER.encode(r.value.raw);
     if (this.#decoder !== undefined) this.#text += this.#decoder.decode(bytes, STREAMING);
+    if (this.#ends.last?.(bytes) === true) return this.#held(bytes);
     return { done: false, value: bytes };
   };
+
+  /** The SDK's end mark, handed on once the stream behind it ended: its end checks passed
+   * (a failure is handed on instead) and its end was recorded. */
+  async #held(bytes: Uint8Array): Promise<IteratorResult<Uint8Array>> {
+    let r: IteratorResult<SseChunk>;
+    try {
+      r = await this.#events.next();
+    } catch (error) {
+      return this.#onError(error);
+    }
+    // More came after the mark: hand both on, the rest as it comes.
+    if (!r.done) {
+      this.#first = r;
+      return { done: false, value: bytes };
+    }
+    await this.#end();
+    return { done: false, value: bytes };
+  }
 
   readonly #onError = async (error: unknown): Promise<IteratorResult<Uint8Array>> => {
     let last: string | undefined;
@@ -219,4 +242,17 @@ class EventBytes implements AsyncIterableIterator<Uint8Array> {
     if (open) await this.#events.return();
     return DONE;
   }
+}
+
+/** A test of whether a read's bytes end with an event whose data is `mark` (trailing line
+ * breaks aside): a few byte compares at its end, whatever its length. */
+export function endsWithData(mark: string): (bytes: Uint8Array) => boolean {
+  const m = ENCODER.encode(mark);
+  return (b) => {
+    let i = b.length - 1;
+    while (i >= 0 && (b[i] === 10 || b[i] === 13)) i--;
+    if (i + 1 < m.length + 5) return false; // "data:" at least before it
+    for (let j = m.length - 1; j >= 0; j--, i--) if (b[i] !== m[j]) return false;
+    return b[i] === 32 || b[i] === 58; // "data: [DONE]" or "data:[DONE]"
+  };
 }

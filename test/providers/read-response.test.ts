@@ -1,4 +1,5 @@
 import OpenAI from "openai";
+import { VERSION } from "openai/version";
 import { describe, expect, it } from "vitest";
 import { policy } from "../../src/index.ts";
 import { guardedFetch } from "../../src/providers/fetch.ts";
@@ -129,9 +130,11 @@ describe("a wrapped openai client reads the request as the object it was handed"
       JSON.parse = parse;
     }
     expect(models).toEqual(["gpt-test"]);
-    // The answer is parsed once (by breakwater, for the SDK); the request never.
+    // The request is never parsed. The answer is parsed once by breakwater, for the SDK;
+    // openai >= 7 reads it as text (`text()`, then its own JSON.parse), so there twice.
     expect(parsed.filter((t) => t.includes('"messages"'))).toEqual([]);
-    expect(parsed.filter((t) => t === answer)).toHaveLength(1);
+    const sdk7 = Number(VERSION.split(".")[0]);
+    expect(parsed.filter((t) => t === answer)).toHaveLength(sdk7 >= 7 ? 2 : 1);
     const raw = await client.chat.completions.create({ model: "gpt-test", messages }).asResponse();
     expect(await raw.json()).toEqual(JSON.parse(answer));
   });
