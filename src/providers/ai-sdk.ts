@@ -90,15 +90,22 @@ const NOT_CONTENT = new Set([
   "stream-start",
   "response-metadata",
   "text-start",
+  "text-end", // an empty block's end (one after its deltas comes after content anyway)
   "reasoning-start",
+  "reasoning-end",
+  "tool-input-start",
   "raw",
+  "custom", // provider metadata (@ai-sdk/anthropic's message_start)
   "ping",
   "finish",
   "error",
 ]);
-/** An AI SDK stream part is content unless it is a preamble, raw, finish or error part. */
-export const isAiSdkContent = (part: unknown): boolean =>
-  !NOT_CONTENT.has(String((part as Obj | null)?.type));
+/** An AI SDK stream part is content unless it is a preamble (a tool call's announcement
+ * included), an empty delta, or a raw, finish or error part. */
+export const isAiSdkContent = (part: unknown): boolean => {
+  const p = part as Obj | null;
+  return !NOT_CONTENT.has(String(p?.type)) && p?.delta !== "";
+};
 
 /**
  * The provider's error inside a 200 stream: an `error` part; a `raw` chunk that carries an

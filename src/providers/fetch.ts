@@ -60,6 +60,7 @@ import {
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
 import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
+import { sniffDialect } from "./dialects/sniff.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
 import { type Marks, marksOf, tailOf } from "./marks.ts";
@@ -83,7 +84,11 @@ export type { Dialect, Lead } from "./dialect.ts";
 export interface GuardedFetchOptions extends AdapterOptions {
   /** The fetch each attempt calls. Default: the global fetch. */
   fetch?: typeof globalThis.fetch;
-  /** How to read the provider's answers. */
+  /** How to read the provider's answers. Default: the dialect a request's path names
+   * (OpenAI's `/chat/completions`, `/responses`, `/completions`, `/embeddings`; Anthropic's
+   * `/v1/messages`; Google's `:generateContent`, `:streamGenerateContent`), read only: it
+   * changes no body. A path none names is read blind: every stream event counts as content
+   * (no retry once the first arrives), and no usage or in-band error is read. */
   dialect?: Dialect;
   /** Gives up an attempt whose TCP/TLS connection is not up within this many ms (undici's
    * `connect.timeout`; needs the `undici` package). Default: the fetch's own (10 s). */
@@ -462,20 +467,22 @@ export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalTh
  */
 export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalThis.fetch {
   const layer = layerOf(options);
-  const { dialect, contextTokens } = layer;
+  const { contextTokens } = layer;
   const base = options.fetch ?? globalThis.fetch;
   // Not async: a call's promise is the policy's own, with no ticks added on the way out.
   const guarded = (input: RequestInfo | URL, init: RequestInit): Promise<Response> => {
     if (!replayable(init.body) || (typeof input === "object" && !(input instanceof URL)))
       return Promise.resolve(base(input, init)); // a body that cannot be sent twice, or a Request object
-    const req = outgoing(input, init, dialect, layer.parse);
+    const reading = layer.readingOf(String(input));
+    const { dialect } = reading;
+    const req = outgoing(input, init, dialect, layer.parse(reading));
     const raw = req.init.body;
     const refused =
       dialect && typeof raw === "string"
         ? checkRequest(dialect, req.url, raw, req.json, contextTokens)
         : undefined;
     if (refused !== undefined) return Promise.resolve(new FailedAnswer(refused)); // nothing sent, nothing spent
-    return dispatched(callOf(layer, req, req.init[CALL]));
+    return dispatched(callOf(layer, reading, req, req.init[CALL]));
   };
   return (input, init = {}) => {
     try {
@@ -486,23 +493,53 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
   };
 }
 
+/** How a layer reads one dialect's answers, made once for all its requests in it. */
+interface Reading {
+  readonly dialect: Dialect | undefined;
+  readonly marks: Marks;
+  readonly tail: Tail | undefined;
+  readonly reply: OutputOptions<Reply> | undefined;
+}
+
 /** One fetch layer, as made: its options checked, its policy, its sender and what reads
  * its answers, made once for all its requests. */
 interface Layer {
   readonly options: GuardedFetchOptions;
   readonly policy: Policy;
-  readonly dialect: Dialect | undefined;
   readonly contextTokens: number | undefined;
   /** Whether request bodies are read as JSON (for the dialect or the limiter). */
-  readonly parse: boolean;
+  readonly parse: (reading: Reading) => boolean;
   readonly send: Send;
   readonly checks: Checks;
-  readonly marks: Marks;
-  readonly tail: Tail | undefined;
-  readonly reply: OutputOptions<Reply> | undefined;
+  /** The reading of a request to `url`: the given dialect's, else the one its path names
+   * (`sniffDialect`), else none. */
+  readingOf(url: string): Reading;
   readonly continuation: boolean;
   /** The policy a request sent as another call's attempt runs under. */
   once(): Policy;
+}
+
+function readingsOf(given: Dialect | undefined, checks: Checks): (url: string) => Reading {
+  const make = (d: Dialect | undefined): Reading => {
+    const marks = marksOf(d);
+    return {
+      dialect: d,
+      marks,
+      tail: tailOf(d, marks),
+      reply: d && replyChecks(d, checks, replyJson),
+    };
+  };
+  if (given !== undefined) {
+    const fixed = make(given);
+    return () => fixed;
+  }
+  const made = new Map<Dialect | undefined, Reading>();
+  return (url) => {
+    const d = sniffDialect(url);
+    let r = made.get(d);
+    if (r === undefined) made.set(d, (r = make(d)));
+    return r;
+  };
 }
 
 function layerOf(options: GuardedFetchOptions): Layer {
@@ -514,20 +551,17 @@ function layerOf(options: GuardedFetchOptions): Layer {
     fencedJson: o.fencedJson,
     validate: undefined,
   };
-  const marks = marksOf(o.dialect);
   wantAmbient();
   let bare: Policy | undefined;
+  const limited = p.options.limiter !== undefined;
   return {
     options,
     policy: p,
-    dialect: o.dialect,
     contextTokens: Number.isNaN(o.contextTokens) ? undefined : o.contextTokens,
-    parse: o.dialect !== undefined || p.options.limiter !== undefined,
+    parse: (r) => r.dialect !== undefined || limited,
     send: sender(options, p),
     checks,
-    marks,
-    tail: tailOf(o.dialect, marks),
-    reply: o.dialect && replyChecks(o.dialect, checks, replyJson),
+    readingOf: readingsOf(o.dialect, checks),
     continuation: o.continuation,
     // Inside another policy's attempt, a request is sent once and read as this layer reads
     // it (usage, in-band errors, checks): no retry, no gate of its own (rule 15).
@@ -544,8 +578,14 @@ function layerOf(options: GuardedFetchOptions): Layer {
 
 /** One request under the layer: as a call of its own, or as the attempt of another
  * policy's call it is sent inside. */
-function callOf(layer: Layer, req: Outgoing, perCall: PerCall | undefined): FetchCall {
-  const { checks, dialect: d, policy: p } = layer;
+function callOf(
+  layer: Layer,
+  reading: Reading,
+  req: Outgoing,
+  perCall: PerCall | undefined,
+): FetchCall {
+  const { checks, policy: p } = layer;
+  const d = reading.dialect;
   const own = perCall?.validate === undefined ? checks : { ...checks, validate: perCall.validate };
   const outer = ambientAttempt();
   const run = runOf(layer.options, perCall?.run);
@@ -562,10 +602,10 @@ function callOf(layer: Layer, req: Outgoing, perCall: PerCall | undefined): Fetc
     ledger,
     journal: run,
     dialect: d,
-    marks: layer.marks,
-    tail: layer.tail,
+    marks: reading.marks,
+    tail: reading.tail,
     checks: own,
-    reply: own === checks || !d ? layer.reply : replyChecks(d, own, replyJson),
+    reply: own === checks || !d ? reading.reply : replyChecks(d, own, replyJson),
     continuation: layer.continuation,
     reconcile: perCall?.reconcile ?? layer.options.reconcile,
   };

@@ -53,12 +53,15 @@ export function langchainUsage(x: unknown): Partial<Usage> | undefined {
   };
 }
 
-/** A stream chunk that carries content: text, or a piece of a tool call. */
+/** A stream chunk that carries content: text, or a tool call's arguments (a chunk that
+ * only announces a call, its name and id, is a head: a retry announces it again). */
 export function isLangChainContent(chunk: unknown): boolean {
   const c = chunk as Obj | null;
   const text = c?.text ?? c?.message?.text;
+  const calls = c?.message?.tool_call_chunks;
   return (
-    (typeof text === "string" && text !== "") || (c?.message?.tool_call_chunks?.length ?? 0) > 0
+    (typeof text === "string" && text !== "") ||
+    (Array.isArray(calls) && calls.some((t: Obj | null) => Boolean(t?.args)))
   );
 }
 

@@ -1,12 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
-import { connect, type Socket } from "node:net";
 import { createOpenAI } from "@ai-sdk/openai";
 import { GoogleGenAI } from "@google/genai";
 import { ChatOpenAI } from "@langchain/openai";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { classify } from "../../src/core/classify.ts";
 import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { ConfigError } from "../../src/core/validate.ts";
@@ -15,6 +12,7 @@ import { attemptFetch, guardedFetch } from "../../src/providers/fetch.ts";
 import { withBreakwater as google } from "../../src/providers/google.ts";
 import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
 import { withBreakwater as openai } from "../../src/providers/openai.ts";
+import { useBlackhole } from "./blackhole.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
 const fs = useFaultServer();
@@ -175,39 +173,13 @@ describe("guardedFetch on its own", () => {
   });
 });
 
-/** A TCP listener that never accepts: its backlog is full, so a connect hangs in SYN_SENT.
- * A child process that blocks its event loop right after listening. */
-const BLACKHOLE = `
-import net from "node:net";
-const s = net.createServer();
-s.listen({ port: 0, host: "127.0.0.1", backlog: 1 }, () => {
-  process.stdout.write(s.address().port + "\\n");
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-});`;
-
 describe("connectTimeoutMs: a connection that is never accepted", () => {
-  let child: ChildProcess;
-  let port = 0;
-  const fill: Socket[] = [];
-  beforeAll(async () => {
-    child = spawn(process.execPath, ["--input-type=module", "-e", BLACKHOLE], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const [line] = (await once(child.stdout!, "data")) as [Buffer];
-    port = Number(line.toString().trim());
-    // Fill the accept queue: from here on the kernel drops new SYNs.
-    for (let i = 0; i < 4; i++) fill.push(connect(port, "127.0.0.1").on("error", () => {}));
-    await new Promise((r) => setTimeout(r, 100));
-  });
-  afterAll(() => {
-    for (const s of fill) s.destroy();
-    child.kill("SIGKILL");
-  });
+  const hole = useBlackhole();
 
   it("each attempt gives up at the connect timeout; the failure is a retried timeout", async () => {
     const f = guardedFetch({ connectTimeoutMs: 200, policy: testPolicy({ maxAttempts: 2 }).p });
     const started = performance.now();
-    const error = await f(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    const error = await f(`http://127.0.0.1:${hole.port()}/v1/chat/completions`, {
       method: "POST",
       body: "{}",
     }).catch((e: unknown) => e);
@@ -219,7 +191,7 @@ describe("connectTimeoutMs: a connection that is never accepted", () => {
   });
 
   it("the AI SDK and LangChain, through attemptFetch: each attempt gives up at the connect timeout", async () => {
-    const baseURL = `http://127.0.0.1:${port}/v1`;
+    const baseURL = `http://127.0.0.1:${hole.port()}/v1`;
     const p = testPolicy({ maxAttempts: 2 }).p;
     const fetch = attemptFetch({ policy: p, connectTimeoutMs: 200 });
     const model = wrapLanguageModel({
@@ -245,10 +217,13 @@ describe("connectTimeoutMs: a connection that is never accepted", () => {
 
   it("through the openai adapter: the SDK's timeout error; breakwater's word in onGiveUp", async () => {
     const t = testPolicy({ maxAttempts: 2 });
-    const ai = openai(new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-test" }), {
-      policy: t.p,
-      connectTimeoutMs: 200,
-    });
+    const ai = openai(
+      new OpenAI({ baseURL: `http://127.0.0.1:${hole.port()}/v1`, apiKey: "sk-test" }),
+      {
+        policy: t.p,
+        connectTimeoutMs: 200,
+      },
+    );
     const started = performance.now();
     const error = await ai.chat.completions
       .create({ model: "gpt-test", messages })

@@ -37,10 +37,17 @@ export interface Dialect {
  * token limit. */
 export type Stop = "tools" | "length";
 
+/** A tool call a rule scripts. */
+export interface ToolCall {
+  readonly name: string;
+  readonly arguments: string;
+  readonly id?: string;
+}
+
 export interface ToolFrames {
   open(model: string, index: number, name: string, id?: string): string[];
   args(model: string, index: number, piece: string): string;
-  close(model: string, index: number): string[];
+  close(model: string, index: number, call: ToolCall): string[];
 }
 
 /** The error a status means when the rule names none. */
@@ -283,6 +290,32 @@ export const openaiResponses: Dialect = {
       },
       "response.output_text.delta",
     );
+  },
+  // Function call n is output item n + 1, after the message.
+  tool: {
+    open(_model, index, name, id) {
+      const item = { type: "function_call", id: `fc_fault${index}`, status: "in_progress" };
+      const call = { ...item, call_id: id ?? `call_fault${index}`, name, arguments: "" };
+      const added = { type: "response.output_item.added", output_index: index + 1, item: call };
+      return [sse({ ...added, sequence_number: sequence++ }, added.type)];
+    },
+    args(_model, index, piece) {
+      const type = "response.function_call_arguments.delta";
+      const at = { item_id: `fc_fault${index}`, output_index: index + 1 };
+      return sse({ type, sequence_number: sequence++, ...at, delta: piece }, type);
+    },
+    close(_model, index, c) {
+      const type = "response.output_item.done";
+      const item = {
+        type: "function_call",
+        id: `fc_fault${index}`,
+        status: "completed",
+        call_id: c.id ?? `call_fault${index}`,
+        name: c.name,
+        arguments: c.arguments,
+      };
+      return [sse({ type, sequence_number: sequence++, output_index: index + 1, item }, type)];
+    },
   },
   end(model, input, output, _usage, stop) {
     const type = stop === "length" ? "response.incomplete" : "response.completed";

@@ -83,7 +83,7 @@ export interface FaultRule {
   afterWork?: boolean;
   /** Tools: the side effect takes this long (a repeat meanwhile gets a 409). */
   workMs?: number;
-  /** The answer's text (default: the script's `text`). */
+  /** The answer's text (default: the script's `text`); "": none, only the tool calls. */
   text?: string;
   /** The answer stops at the token limit (OpenAI "length", Anthropic "max_tokens", Gemini
    * "MAX_TOKENS", the Responses API "incomplete"). */
@@ -93,7 +93,7 @@ export interface FaultRule {
   /** The model the answer names (a dated snapshot of the one asked for, a router's pick).
    * Default: the one asked for. */
   servedBy?: string;
-  /** Streams: tool calls after the text (OpenAI chat, Anthropic), their arguments sent in
+  /** Streams: tool calls after the text (OpenAI chat and Responses, Anthropic), their arguments sent in
    * pieces of 8 characters, each piece a chunk that `stream.after` counts. */
   toolCalls?: { name: string; arguments: string; id?: string }[];
 }
@@ -160,7 +160,8 @@ const RULE = {
   reset: flag,
   afterWork: flag,
   workMs: seconds(0, 3_600_000),
-  text,
+  // "" is an answer of tool calls only.
+  text: opt.any<string>((x) => typeof x === "string", 'a string ("": no text, only tool calls)'),
   toolCalls: opt.list(opt.object({ name: text, arguments: text, id: text })),
   finish: opt.oneOf(["length"] as const),
   refusal: text,

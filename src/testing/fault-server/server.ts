@@ -129,7 +129,7 @@ function toolChunks(dialect: Dialect, rule: FaultRule): StreamChunk[] {
     ...(call.arguments.match(/[\s\S]{1,8}/g) ?? []).map((piece) => ({
       piece: (m: string) => tool.args(m, i, piece),
     })),
-    { frames: (m: string) => tool.close(m, i) },
+    { frames: (m: string) => tool.close(m, i, call) },
   ]);
 }
 
