@@ -173,7 +173,7 @@ const SPEC = {
  * A language-model middleware for the AI SDK's `wrapLanguageModel` (middleware
  * specification v4): `doGenerate` through `policy.execute`, `doStream` through
  * `policy.stream` with the first-delta rule (an `error` part before content is retried;
- * after it the stream ends with an error part carrying the partial answer's error). It
+ * a give-up, after content or not, errors the stream with the partial answer's error). It
  * classifies APICallError by breakwater's rules, not by `isRetryable` (a quota 429 is not
  * retried). Pass `maxRetries: 0` to generateText/streamText, or the AI SDK retries on top.
  */
@@ -327,8 +327,7 @@ async function guardedParts(p: Policy, c: StreamCall) {
   return { ...meta, stream: partsStream(guarded, first, params.includeRawChunks === true) };
 }
 
-/** The parts for the SDK: raw chunks only when asked for; a failure ends the stream with
- * an error part. */
+/** The parts for the SDK: raw chunks only when asked for; a give-up errors the stream. */
 function partsStream(
   guarded: AsyncIterator<Part> & { return(): Promise<unknown> },
   first: IteratorResult<Part>,
@@ -346,8 +345,10 @@ function partsStream(
           return controller.enqueue(r.value);
         }
       } catch (error) {
-        controller.enqueue({ type: "error", error });
-        controller.close();
+        // The stream errors, not an `error` part: streamText's streamRetries re-calls the
+        // model on any error part, which would replay what the user saw and multiply the
+        // policy's attempts; a stream that errors it passes on, retried by no one.
+        controller.error(error);
       }
     },
     async cancel() {

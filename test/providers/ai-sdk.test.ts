@@ -2,7 +2,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { APICallError, generateText, streamText, wrapLanguageModel } from "ai";
 import { describe, expect, it } from "vitest";
 import type { BreakwaterError } from "../../src/core/errors.ts";
-import { reasonOf } from "../../src/core/errors.ts";
+import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
@@ -24,15 +24,32 @@ const model = () => {
 const prompt = "three little words";
 
 /** Streams and collects text and the error parts, the way an app reads fullStream. */
-async function stream(m: ReturnType<typeof model>["model"]) {
-  const r = streamText({ model: m, prompt, maxRetries: 0, onError: () => {} });
+/** Reads a stream as an app does: its text, the error parts and onError calls it saw, and
+ * the error its iteration threw (how a give-up reaches the app: no error part that
+ * `streamRetries` would take as a cue to call the model again). */
+async function stream(
+  m: ReturnType<typeof model>["model"],
+  extra: { streamRetries?: number } = {},
+) {
+  const told: unknown[] = [];
+  const r = streamText({
+    model: m,
+    prompt,
+    maxRetries: 0,
+    ...extra,
+    onError: ({ error }) => void told.push(error),
+  });
   let text = "";
   const errors: unknown[] = [];
-  for await (const part of r.fullStream) {
-    if (part.type === "text-delta") text += part.text;
-    if (part.type === "error") errors.push(part.error);
+  try {
+    for await (const part of r.fullStream) {
+      if (part.type === "text-delta") text += part.text;
+      if (part.type === "error") errors.push(part.error);
+    }
+  } catch (error) {
+    errors.push(error);
   }
-  return { text, errors };
+  return { text, errors, told };
 }
 
 describe("breakwater/ai-sdk middleware against the fault server", () => {
@@ -105,6 +122,24 @@ describe("breakwater/ai-sdk middleware against the fault server", () => {
     expect(r.errors).toHaveLength(1);
     expect((r.errors[0] as BreakwaterError).reason).toBe("stream-interrupted");
     expect(fs.requests()).toBe(1);
+  });
+
+  it("streamRetries: 2, an error after content: the text shown once, one request, the interruption thrown", async () => {
+    fs.script({ rules: [{ stream: { after: 3, action: "error", error: "server_error" } }] });
+    const { model: m } = model();
+    const r = await stream(m, { streamRetries: 2 });
+    expect(r.text).toBe("The fault server ");
+    expect(r.errors.map(reasonOf)).toEqual(["stream-interrupted"]);
+    expect(fs.requests()).toBe(1);
+  });
+
+  it("streamRetries: 2, a stream cut before content every time: the policy's 3 attempts, not 9", async () => {
+    fs.script({ rules: [{ stream: { after: 0, action: "cut" } }] });
+    const { model: m } = model();
+    const r = await stream(m, { streamRetries: 2 });
+    expect(r.text).toBe("");
+    expect(r.errors.map((e) => ledgerOf(e)?.attempts.length)).toEqual([3]);
+    expect(fs.requests()).toBe(3);
   });
 
   it("streamText: a stall mid-stream ends with the idle timeout; a cut connection interrupts", async () => {
