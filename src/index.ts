@@ -143,5 +143,6 @@ export {
   RunClaimedError,
   type StepRecord,
 } from "./run/journal.ts";
+export { type RequestKey, RUN_STAMPS } from "./run/request-key.ts";
 export { Run, type RunOptions, type RunStats } from "./run/run.ts";
 export * from "./tools/index.ts";

@@ -27,3 +27,4 @@ export { CUTS_READS, PULL, type Pull, type Pullable, pullable } from "./policy/s
 export { SHOWN } from "./policy/stream-options.ts";
 export type { CallSlot } from "./run/calls.ts";
 export { journaled } from "./run/internal.ts";
+export { digestOf, type RequestKey, unstampedJson } from "./run/request-key.ts";

@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { type CallSlot, journaled } from "../internal.ts";
+import { type CallSlot, digestOf, journaled, unstampedJson } from "../internal.ts";
 
 /**
  * The AI SDK middleware's calls in a run's journal (docs/architecture.md, rule 14): a
@@ -9,7 +8,8 @@ import { type CallSlot, journaled } from "../internal.ts";
 type Obj = Record<string, unknown>;
 
 /** What names a call across processes: the model, generate or stream, and the call's
- * options but its signal. */
+ * options but its signal and what frameworks stamp per run (`RUN_STAMPS`), read through
+ * the run's `requestKey`. */
 export function slotFor(
   run: unknown,
   how: "generate" | "stream",
@@ -17,10 +17,12 @@ export function slotFor(
   params: Obj,
 ): Promise<CallSlot | undefined> | undefined {
   if (run === undefined) return undefined;
-  return journaled(run, "model", () => {
+  return journaled(run, "model", (key) => {
     const { abortSignal: _, ...rest } = params;
-    const named = JSON.stringify({ how, provider: model.provider, model: model.modelId, rest });
-    return createHash("sha256").update(named).digest("base64url");
+    const named = unstampedJson({ how, provider: model.provider, model: model.modelId, rest });
+    if (key === undefined) return digestOf(named);
+    const { rest: own, ...call } = JSON.parse(named);
+    return digestOf(JSON.stringify(key({ ...call, params: own })) ?? "");
   });
 }
 

@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { type CallSlot, journaled } from "../internal.ts";
+import { type CallSlot, digestOf, journaled, type RequestKey } from "../internal.ts";
 
 /**
  * Model calls in a run's journal, at the fetch layer (docs/architecture.md, rule 14): the
@@ -23,18 +22,24 @@ export function slotFor(
 ): Promise<CallSlot | undefined> | undefined {
   if (run === undefined || (body !== undefined && body !== null && typeof body !== "string"))
     return undefined;
-  return journaled(run, "model", () => requestDigest(method, url, body ?? ""));
+  return journaled(run, "model", (key) => requestDigest(method, url, body ?? "", key));
 }
 
 /** What names a request across processes: its method, its path and query (not the host:
- * a resumed run may reach the provider by another address), and its body. */
-function requestDigest(method: string, url: string, body: string): string {
+ * a resumed run may reach the provider by another address), and its body; read through
+ * the run's `requestKey`, handed the body parsed when it is JSON. */
+function requestDigest(method: string, url: string, body: string, key?: RequestKey): string {
   let path = url;
   try {
     const u = new URL(url);
     path = u.pathname + u.search;
   } catch {}
-  return createHash("sha256").update(`${method} ${path}\n`).update(body).digest("base64url");
+  if (key === undefined) return digestOf(`${method} ${path}\n`, body);
+  let read: unknown = body;
+  try {
+    read = JSON.parse(body);
+  } catch {}
+  return digestOf(JSON.stringify(key({ method, path, body: read })) ?? "");
 }
 
 const isAnswer = (x: unknown): x is HttpAnswer =>

@@ -1,5 +1,6 @@
 import type { CallLog, CallSlot } from "./calls.ts";
 import type { RunLimits } from "./limits.ts";
+import type { RequestKey } from "./request-key.ts";
 import type { ToolMemo } from "./tool-memo.ts";
 
 /** The parts of a Run that the policy and the tool guard work with. Not exported from the
@@ -9,6 +10,8 @@ export interface RunParts {
   readonly memo: ToolMemo;
   /** Its journaled calls, when it has a journal. */
   readonly calls: CallLog | undefined;
+  /** The user's reading of a model call's request before the journal names it. */
+  readonly requestKey: RequestKey | undefined;
 }
 
 const parts = new WeakMap<object, RunParts>();
@@ -27,14 +30,15 @@ export const isRun = (x: unknown): boolean => partsOf(x) !== undefined;
 /**
  * The place of the next model or tool call of `run` in its journal (docs/architecture.md,
  * rule 14): undefined when `run` is no Run, has no journal, or the call is made inside
- * one of its steps. `digest` names the request: the same request at the same place on
- * resume is answered from the journal.
+ * one of its steps. `digest` names the request (read through the run's `requestKey`, if
+ * any): the same request at the same place on resume is answered from the journal.
  */
 export function journaled(
   run: unknown,
   kind: string,
-  digest: () => string,
+  digest: (key: RequestKey | undefined) => string,
 ): Promise<CallSlot | undefined> | undefined {
-  const calls = partsOf(run)?.calls;
-  return calls?.open(kind, digest()); // the request is named only when it is journaled
+  const p = partsOf(run);
+  // The request is named only when it is journaled.
+  return p?.calls?.open(kind, digest(p.requestKey));
 }

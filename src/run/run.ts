@@ -6,6 +6,7 @@ import { CallLog, inStepOf } from "./calls.ts";
 import { partsOf, registerRun } from "./internal.ts";
 import { type Journal, type Lease, RunClaimedError } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
+import type { RequestKey } from "./request-key.ts";
 import { runStep } from "./steps.ts";
 import { ToolMemo } from "./tool-memo.ts";
 
@@ -51,6 +52,10 @@ export interface RunOptions {
    * live (counted in `stats.journalCuts`); "fail" throws `JournalDivergenceError`.
    * @default "cut" */
   divergence?: "cut" | "fail";
+  /** How the journal names a model call's request, to ignore what your stack stamps on it
+   * per run (ids, times) beyond what breakwater drops itself (`RUN_STAMPS`). Handed a copy
+   * of the request; returns what names it. @default the request as it is */
+  requestKey?: RequestKey;
 }
 
 const INF = Number.POSITIVE_INFINITY;
@@ -96,6 +101,7 @@ const SPEC = {
   owner: opt.str(),
   leaseMs: opt.ms({ default: 60_000 }),
   divergence: opt.oneOf(["cut", "fail"] as const, "cut"),
+  requestKey: opt.fn<RequestKey>(),
 } satisfies Record<keyof RunOptions, unknown>;
 
 /**
@@ -175,6 +181,7 @@ export class Run {
       limits: this.#limits,
       memo: new ToolMemo(this.#limits, this.clock),
       calls,
+      requestKey: o.requestKey,
     });
   }
 
