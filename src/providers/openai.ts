@@ -26,6 +26,7 @@ import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
 const OWNER = "openai.withBreakwater";
 const SPEC = { ...FETCH_SPEC, includeUsage: opt.bool(true) };
 
+export { type OwnAgentRetriesOptions, ownAgentRetries } from "./agents-retries.ts";
 export {
   isChatContent,
   isResponsesContent,
