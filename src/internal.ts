@@ -8,6 +8,7 @@ export { isClock } from "./core/clock.ts";
 export { EFFECTS } from "./core/effects.ts";
 export { tagError } from "./core/errors.ts";
 export { readHeader } from "./core/headers.ts";
+export { LAYER, layerMark, markLayer } from "./core/layer-mark.ts";
 export {
   type Checker,
   checker,

@@ -1,4 +1,6 @@
+import { layerMark } from "../core/layer-mark.ts";
 import { validator } from "../core/validate.ts";
+import { agentsLayers, langchainAgentLayers } from "./frameworks.ts";
 
 /** One retry layer around a call, as the caller describes it. */
 export interface LayerSpec {
@@ -15,7 +17,8 @@ export interface LayerSpec {
   };
 }
 
-/** What `audit` can read off real clients. */
+/** What `audit` can read off the live objects you hold. A client or model wrapped by a
+ * breakwater adapter counts as breakwater's layer (its policy's attempts). */
 export interface AuditClients {
   /** An `openai` client (reads `maxRetries`). */
   openai?: { maxRetries?: number };
@@ -23,10 +26,16 @@ export interface AuditClients {
   anthropic?: { maxRetries?: number };
   /** A `@google/genai` client (reads its http retry options). */
   google?: unknown;
-  /** What you pass to generateText/streamText (its `maxRetries` defaults to 2). */
-  aiSdk?: { maxRetries?: number };
+  /** What you pass to generateText/streamText (its `maxRetries` defaults to 2;
+   * `streamRetries`, off by default, calls the model again after an error part). */
+  aiSdk?: { maxRetries?: number; streamRetries?: number };
   /** A LangChain chat model (reads its AsyncCaller's `maxRetries`, 6 by default). */
   langchain?: { caller?: { maxRetries?: number } };
+  /** A langchain `createAgent` agent: its retry and fallback middleware, LangGraph's
+   * retry policy on its model node, and its model. */
+  langchainAgent?: object;
+  /** An OpenAI Agents SDK `Runner` or `Agent`: each `modelSettings.retry` that retries. */
+  agents?: object;
 }
 
 /** One retry layer as `audit` reports it: its attempts and its longest total wait. */
@@ -97,13 +106,39 @@ function googleLayer(warnings: string[], client: object): LayerSpec {
 /** openai-node and the anthropic SDK: min(0.5 s·2^n, 8 s), less up to 25% jitter. */
 const STAINLESS = { baseMs: 500, capMs: 8_000, jitter: "none" as const };
 
+/** The frameworks' layers (agents first: they are outside the model call); a langchain
+ * agent's model is then read as the `langchain` client, unless one is given. */
+function frameworkLayers(c: AuditClients, out: LayerSpec[], warnings: string[]): AuditClients {
+  const found = (f: { layer: LayerSpec; warning: string }[]) => {
+    for (const x of f) out.push(layer(warnings, x.layer, x.warning));
+  };
+  if (c.agents) found(agentsLayers(c.agents));
+  if (!c.langchainAgent) return c;
+  const agent = c.langchainAgent as { options?: { model?: unknown; middleware?: unknown } };
+  found(langchainAgentLayers(agent));
+  // Under breakwater's middleware, the model's own retries are off at each call.
+  const middleware = Array.isArray(agent.options?.middleware) ? agent.options.middleware : [];
+  const mark = middleware.map(layerMark).find((m) => m !== undefined);
+  if (mark) out.push({ name: `breakwater (${mark.owner})`, attempts: mark.attempts });
+  const model = agent.options?.model;
+  return !mark && model !== null && typeof model === "object" && !c.langchain
+    ? { ...c, langchain: model as AuditClients["langchain"] }
+    : c;
+}
+
 /** The SDKs' own retry layers, read off their clients (defaults from their sources). */
 function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const out: LayerSpec[] = [];
+  const wrapped = (x: unknown) => {
+    const mark = layerMark(x);
+    if (mark) out.push({ name: `breakwater (${mark.owner})`, attempts: mark.attempts });
+    return mark !== undefined;
+  };
   const add = (...a: Parameters<typeof retrying> extends [string[], ...infer R] ? R : never) =>
     out.push(retrying(warnings, ...a));
+  c = frameworkLayers(c, out, warnings);
   // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
-  if (c.langchain)
+  if (c.langchain && !wrapped(c.langchain))
     add(
       "LangChain",
       "langchain",
@@ -111,7 +146,7 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
       { baseMs: 1_000, jitter: "up-to-2x" },
       "new ChatX({ maxRetries: 0 }) or breakwater/langchain",
     );
-  if (c.openai)
+  if (c.openai && !wrapped(c.openai))
     add(
       "openai",
       "openai",
@@ -119,7 +154,7 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
       STAINLESS,
       "new OpenAI({ maxRetries: 0 }) or breakwater/openai",
     );
-  if (c.anthropic)
+  if (c.anthropic && !wrapped(c.anthropic))
     add(
       "anthropic",
       "anthropic",
@@ -127,7 +162,7 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
       STAINLESS,
       "new Anthropic({ maxRetries: 0 }) or breakwater/anthropic",
     );
-  if (c.google) out.push(googleLayer(warnings, c.google));
+  if (c.google && !wrapped(c.google)) out.push(googleLayer(warnings, c.google));
   // ai: retryWithExponentialBackoff, 2 s then 4 s, no jitter.
   if (c.aiSdk)
     add(
@@ -136,6 +171,15 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
       c.aiSdk.maxRetries ?? 2,
       { baseMs: 2_000, jitter: "none" },
       "pass maxRetries: 0 to generateText/streamText",
+    );
+  const again = c.aiSdk?.streamRetries ?? 0;
+  if (again > 0)
+    add(
+      "the AI SDK's streamText",
+      "ai-sdk streamRetries",
+      again,
+      { baseMs: 0, jitter: "none" },
+      "it calls the model again after an error part, replaying what was shown; under breakwaterMiddleware a give-up errors the stream and none is retried: leave streamRetries unset",
     );
   return out;
 }

@@ -9,7 +9,7 @@ import { sayOnce } from "./scope.ts";
  */
 
 type Obj = Record<string, any>;
-const OWNED = Symbol("breakwater.owned");
+const OWNED = Symbol.for("breakwater.owned"); // audit reads it too
 /** The Agents SDK's retry settings (`ModelSettings.retry`), as read here. */
 interface RetrySettings {
   maxRetries?: number;

@@ -20,7 +20,7 @@ import type Anthropic from "@anthropic-ai/sdk";
 import { anthropicDialect } from "./dialects/anthropic.ts";
 import { type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scopedClient } from "./scope.ts";
-import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
+import { adapterOptions, checkClient, FETCH_SPEC, marked } from "./shared.ts";
 
 const OWNER = "anthropic.withBreakwater";
 
@@ -57,5 +57,9 @@ export function withBreakwater<C extends Anthropic>(
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: anthropicDialect,
   });
-  return scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C, OWNER);
+  return marked(
+    scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C, OWNER),
+    OWNER,
+    options.policy,
+  );
 }

@@ -14,10 +14,11 @@
  */
 import type { GoogleGenAI } from "@google/genai";
 import { ConfigError } from "../index.ts";
+import { LAYER } from "../internal.ts";
 import { googleDialect } from "./dialects/google.ts";
 import { type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { type SdkTimeout, sayOnce, scoped } from "./scope.ts";
-import { adapterOptions, FETCH_SPEC, overlay } from "./shared.ts";
+import { adapterOptions, FETCH_SPEC, markOf, overlay } from "./shared.ts";
 
 /** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
 export type GoogleAdapterOptions = Omit<GuardedFetchOptions, "dialect" | "fetch">;
@@ -138,5 +139,6 @@ export function withBreakwater<C extends GoogleGenAI>(
       overrides.models,
       (client as Obj).apiClient,
     );
-  return overlay(client, overrides);
+  // The mark in the overlay: the client underneath is the user's own, left unmarked.
+  return overlay(client, { ...overrides, [LAYER]: markOf(OWNER, options.policy) });
 }

@@ -1,4 +1,5 @@
 import { ConfigError, failureOf, movesOn, reasonOf } from "../index.ts";
+import { markLayer } from "../internal.ts";
 import { type LangChainAdapterOptions, withBreakwater } from "./langchain-model.ts";
 import { ADAPTER_SPEC, adapterOptions, asPolicy } from "./shared.ts";
 
@@ -48,7 +49,7 @@ export function agentMiddleware(options: AgentMiddlewareOptions = {}): AgentMidd
     if (w === undefined) wrapped.set(model, (w = withBreakwater(model as never, o)));
     return w;
   };
-  return {
+  const middleware = {
     [Symbol.for("AgentMiddleware")]: true, // createMiddleware's brand
     name: "breakwater",
     async wrapModelCall(request, handler) {
@@ -61,6 +62,7 @@ export function agentMiddleware(options: AgentMiddlewareOptions = {}): AgentMidd
       }
     },
   } as AgentMiddleware;
+  return markLayer(middleware, { owner: OWNER, attempts: own.policy.options.maxAttempts });
 }
 
 /** The fallbacks, in order, while the last one's give-up says the next may serve it. */

@@ -15,6 +15,7 @@ import {
   adapterOptions,
   asPolicy,
   genAiProvider,
+  marked,
   runFor,
 } from "./shared.ts";
 
@@ -133,7 +134,7 @@ export function withBreakwater<M extends BaseChatModel>(
         ? withBreakwater(next as M, { ...options, policy: p })
         : next;
     };
-  return wrapped as M;
+  return marked(wrapped, OWNER, p) as M;
 }
 
 /** The model, if it is a LangChain chat model; a ConfigError naming it if not. */

@@ -21,7 +21,7 @@ import { opt } from "../internal.ts";
 import { openaiDialect } from "./dialects/openai.ts";
 import { type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
 import { scopedClient } from "./scope.ts";
-import { adapterOptions, checkClient, FETCH_SPEC } from "./shared.ts";
+import { adapterOptions, checkClient, FETCH_SPEC, marked } from "./shared.ts";
 
 const OWNER = "openai.withBreakwater";
 const SPEC = { ...FETCH_SPEC, includeUsage: opt.bool(true) };
@@ -65,7 +65,8 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
     fetch: (client as unknown as { fetch?: typeof globalThis.fetch }).fetch,
     dialect: openaiDialect(includeUsage),
   });
-  return scopedClient(client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C, OWNER);
+  const owned = client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C;
+  return marked(scopedClient(owned, OWNER), OWNER, options.policy);
 }
 
 /** What an AzureOpenAI client's `withOptions` does not carry over (its constructor then

@@ -1,5 +1,12 @@
 import { ConfigError, type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
-import { opt, type Parsed, POLICY_OPTIONS, parseOptions, type Spec } from "../internal.ts";
+import {
+  markLayer,
+  opt,
+  type Parsed,
+  POLICY_OPTIONS,
+  parseOptions,
+  type Spec,
+} from "../internal.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {
@@ -80,6 +87,21 @@ export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
   const run = runOf(options, own);
   return run ? { run } : {};
 }
+
+/** `x` marked as wrapped by `owner` under `policy` (or its options), for `audit`. */
+export function marked<T extends object>(
+  x: T,
+  owner: string,
+  p: Policy | PolicyOptions | undefined,
+): T {
+  return markLayer(x, markOf(owner, p));
+}
+
+/** What the mark of a layer `owner` made under `p` says. */
+export const markOf = (owner: string, p: Policy | PolicyOptions | undefined) => ({
+  owner,
+  attempts: asPolicy(p).options.maxAttempts,
+});
 
 /** A built policy, or one built from options (the adapter's default when none is given). */
 export function asPolicy(p: Policy | PolicyOptions | undefined): Policy {

@@ -1,11 +1,15 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { GoogleGenAI } from "@google/genai";
+import { ChatOpenAI } from "@langchain/openai";
+import { Agent, Runner, retryPolicies } from "@openai/agents";
+import { createAgent, modelFallbackMiddleware, modelRetryMiddleware } from "langchain";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { audit } from "../../src/audit/audit.ts";
 import { parseLayers } from "../../src/cli/audit.ts";
-import { withBreakwater } from "../../src/providers/openai.ts";
+import { agentMiddleware } from "../../src/providers/langchain.ts";
+import { ownAgentRetries, withBreakwater } from "../../src/providers/openai.ts";
 
 describe("audit", () => {
   it("worked example W1: caller 2 × decorator 3 × SDK 5 = 30 requests per logical call", () => {
@@ -34,13 +38,61 @@ describe("audit", () => {
     expect(hidden.warnings.join("\n")).toMatch(/openai retries on its own \(maxRetries 2\)/);
     expect(hidden.warnings.join("\n")).toMatch(/@google\/genai retries on its own \(5 attempts\)/);
     expect(hidden.warnings.join("\n")).toMatch(/pass maxRetries: 0 to generateText\/streamText/);
-    const clean = audit([{ name: "breakwater", attempts: 3 }], {
-      openai: withBreakwater(new OpenAI({ apiKey: "k" })),
+    // The wrapped client is breakwater's layer itself: its policy's attempts, said by name.
+    const clean = audit([], {
+      openai: withBreakwater(new OpenAI({ apiKey: "k" }), { policy: { maxAttempts: 4 } }),
       google: new GoogleGenAI({ apiKey: "k" }),
       aiSdk: { maxRetries: 0 },
     });
     expect(clean.warnings).toEqual([]);
-    expect(clean.worstCaseRequests).toBe(3);
+    expect(clean.layers.map((l) => [l.name, l.attempts])).toEqual([
+      ["breakwater (openai.withBreakwater)", 4],
+      ["google", 1],
+      ["ai-sdk", 1],
+    ]);
+    expect(clean.worstCaseRequests).toBe(4);
+  });
+
+  it("reads the frameworks off the live objects: Agents SDK runners and agents, createAgent, streamRetries", () => {
+    const retry = { maxRetries: 4, policy: retryPolicies.httpStatus([503]) };
+    const runner = new Runner({ modelSettings: { retry } });
+    const agents = audit([], {
+      openai: withBreakwater(new OpenAI({ apiKey: "k" })),
+      agents: runner,
+    });
+    expect(agents.worstCaseRequests).toBe(5 * 3);
+    expect(agents.warnings.join("\n")).toMatch(
+      /runner\.config\.modelSettings\.retry retries a model call 4 times.*ownAgentRetries/,
+    );
+    expect(audit([], { agents: ownAgentRetries(runner) }).worstCaseRequests).toBe(1);
+    const helper = new Agent({ name: "h", modelSettings: { retry: { ...retry, maxRetries: 1 } } });
+    const lead = new Agent({ name: "lead", handoffs: [helper] });
+    expect(audit([], { agents: lead }).layers.map((l) => l.name)).toEqual([
+      "agents-sdk agent.handoffs[0].modelSettings.retry",
+    ]);
+
+    const model = new ChatOpenAI({ model: "gpt-4o", apiKey: "k" });
+    const stacked = createAgent({
+      model,
+      middleware: [modelRetryMiddleware(), modelFallbackMiddleware(model)],
+    });
+    const found = audit([], { langchainAgent: stacked });
+    expect(found.layers.map((l) => [l.name, l.attempts])).toEqual([
+      ["langchain modelRetryMiddleware", 3],
+      ["langchain modelFallbackMiddleware", 1],
+      ["langchain", 7],
+    ]);
+    expect(found.warnings.join("\n")).toMatch(/agentMiddleware\(\) from breakwater\/langchain/);
+    const owned = createAgent({
+      model,
+      middleware: [agentMiddleware({ policy: { maxAttempts: 3 } })],
+    });
+    const mine = audit([], { langchainAgent: owned });
+    expect([mine.warnings, mine.worstCaseRequests]).toEqual([[], 3]);
+
+    const streams = audit([], { aiSdk: { maxRetries: 0, streamRetries: 2 } });
+    expect(streams.worstCaseRequests).toBe(3);
+    expect(streams.warnings.join("\n")).toMatch(/leave streamRetries unset/);
   });
 
   it("validates its input", () => {

@@ -1,0 +1,75 @@
+/**
+ * The retry layers agent frameworks keep, read off the live objects users hold: an OpenAI
+ * Agents SDK runner or agent, a langchain `createAgent` agent. Duck-typed: no framework is
+ * imported.
+ */
+import type { LayerSpec } from "./audit.ts";
+
+type Obj = Record<string, any>;
+const OWNED = Symbol.for("breakwater.owned");
+const isObj = (x: unknown): x is Obj => x !== null && typeof x === "object";
+
+/** Found layers and what to change about each. */
+export interface Found {
+  readonly layer: LayerSpec;
+  readonly warning: string;
+}
+
+/** Each `modelSettings.retry` of a runner, an agent and its handoffs that still retries. */
+export function agentsLayers(target: unknown): Found[] {
+  const out: Found[] = [];
+  const look = (settings: unknown, at: string) => {
+    const retry = isObj(settings) ? settings.retry : undefined;
+    const n = isObj(retry) ? retry.maxRetries : undefined;
+    if (typeof retry?.policy !== "function" || retry.policy[OWNED] || !(n > 0)) return;
+    out.push({
+      layer: { name: `agents-sdk ${at}`, attempts: n + 1 },
+      warning: `${at} retries a model call ${n} times over breakwater's: ownAgentRetries() from breakwater/openai`,
+    });
+  };
+  if (isObj(target) && isObj(target.config))
+    look(target.config.modelSettings, "runner.config.modelSettings.retry");
+  const seen = new Set<unknown>();
+  const walk = (agent: unknown, at: string) => {
+    if (!isObj(agent) || seen.has(agent) || !("modelSettings" in agent)) return;
+    seen.add(agent);
+    look(agent.modelSettings, `${at}.modelSettings.retry`);
+    const handoffs: unknown[] = Array.isArray(agent.handoffs) ? agent.handoffs : [];
+    for (const [i, h] of handoffs.entries())
+      walk(isObj(h) && isObj(h.agent) ? h.agent : h, `${at}.handoffs[${i}]`);
+  };
+  walk(target, "agent");
+  return out;
+}
+
+/** A createAgent agent's retry and fallback middleware, and LangGraph's retry policy on its
+ * model node. The middleware's options live in its closure: its defaults are counted. */
+export function langchainAgentLayers(agent: unknown): Found[] {
+  const out: Found[] = [];
+  const a = isObj(agent) ? agent : {};
+  const middleware: unknown[] = Array.isArray(a.options?.middleware) ? a.options.middleware : [];
+  const names = middleware.map((m) => (isObj(m) ? String(m.name) : ""));
+  if (names.includes("modelRetryMiddleware"))
+    out.push({
+      layer: { name: "langchain modelRetryMiddleware", attempts: 3 },
+      warning:
+        "modelRetryMiddleware retries each model call (2 retries by default) and answers a give-up with an AIMessage the agent goes on with: agentMiddleware() from breakwater/langchain",
+    });
+  if (names.includes("modelFallbackMiddleware"))
+    out.push({
+      layer: { name: "langchain modelFallbackMiddleware", attempts: 1 },
+      warning:
+        "modelFallbackMiddleware calls each fallback model with its own retries, on any error: agentMiddleware({ fallbacks }) from breakwater/langchain",
+    });
+  const graph = a.graph;
+  const policies = [graph?.nodes?.model_request?.retryPolicy, graph?.retryPolicy].filter(isObj);
+  for (const p of policies.slice(0, 1)) {
+    const attempts = typeof p.maxAttempts === "number" ? p.maxAttempts : 3;
+    if (attempts > 1)
+      out.push({
+        layer: { name: "langgraph retryPolicy", attempts },
+        warning: `LangGraph's retryPolicy runs the model node ${attempts} times: drop it where breakwater owns the retries`,
+      });
+  }
+  return out;
+}
