@@ -162,6 +162,9 @@ describe("breakwater/langchain: real LangChain chat models on the fault server",
     const off = audit([], {
       langchain: withBreakwater(MODELS.ChatOpenAI(), { policy: testPolicy().p }) as never,
     });
-    expect(off.layers).toEqual([{ name: "langchain", attempts: 1, worstWaitMs: 0 }]);
+    // The wrapped model is breakwater's layer: its policy's 3 attempts, the model's own off.
+    expect(off.layers).toEqual([
+      { name: "breakwater (langchain.withBreakwater)", attempts: 3, worstWaitMs: 0 },
+    ]);
   });
 });
