@@ -4,11 +4,13 @@
  * users have no reason to call: the option tables, the one clock test, header reading and
  * the tagging of a provider's error with its call's outcome. Not a package export.
  */
+
+export { agentRetries, OWNED_POLICY } from "./audit/frameworks.ts";
 export { isClock } from "./core/clock.ts";
 export { EFFECTS } from "./core/effects.ts";
 export { tagError } from "./core/errors.ts";
 export { readHeader } from "./core/headers.ts";
-export { LAYER, layerMark, markLayer } from "./core/layer-mark.ts";
+export { LAYER, type LayerMark, layerMark, markLayer } from "./core/layer-mark.ts";
 export {
   type Checker,
   checker,
@@ -21,6 +23,7 @@ export {
   Validator,
 } from "./core/validate.ts";
 export { ambientAttempt, type OuterAttempt, wantAmbient } from "./policy/ambient.ts";
+export { CALL_SPEC } from "./policy/call.ts";
 export { CHECKED } from "./policy/execute.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";

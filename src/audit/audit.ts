@@ -106,6 +106,13 @@ function googleLayer(warnings: string[], client: object): LayerSpec {
 /** openai-node and the anthropic SDK: min(0.5 s·2^n, 8 s), less up to 25% jitter. */
 const STAINLESS = { baseMs: 500, capMs: 8_000, jitter: "none" as const };
 
+/** Whether an adapter wrapped `x` (its mark): then its layer is breakwater's, added. */
+function breakwaterLayer(out: LayerSpec[], x: unknown): boolean {
+  const mark = layerMark(x);
+  if (mark) out.push({ name: `breakwater (${mark.owner})`, attempts: mark.attempts });
+  return mark !== undefined;
+}
+
 /** The frameworks' layers (agents first: they are outside the model call); a langchain
  * agent's model is then read as the `langchain` client, unless one is given. */
 function frameworkLayers(c: AuditClients, out: LayerSpec[], warnings: string[]): AuditClients {
@@ -118,10 +125,9 @@ function frameworkLayers(c: AuditClients, out: LayerSpec[], warnings: string[]):
   found(langchainAgentLayers(agent));
   // Under breakwater's middleware, the model's own retries are off at each call.
   const middleware = Array.isArray(agent.options?.middleware) ? agent.options.middleware : [];
-  const mark = middleware.map(layerMark).find((m) => m !== undefined);
-  if (mark) out.push({ name: `breakwater (${mark.owner})`, attempts: mark.attempts });
+  const owned = middleware.some((m) => breakwaterLayer(out, m));
   const model = agent.options?.model;
-  return !mark && model !== null && typeof model === "object" && !c.langchain
+  return !owned && model !== null && typeof model === "object" && !c.langchain
     ? { ...c, langchain: model as AuditClients["langchain"] }
     : c;
 }
@@ -129,11 +135,7 @@ function frameworkLayers(c: AuditClients, out: LayerSpec[], warnings: string[]):
 /** The SDKs' own retry layers, read off their clients (defaults from their sources). */
 function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const out: LayerSpec[] = [];
-  const wrapped = (x: unknown) => {
-    const mark = layerMark(x);
-    if (mark) out.push({ name: `breakwater (${mark.owner})`, attempts: mark.attempts });
-    return mark !== undefined;
-  };
+  const wrapped = (x: unknown) => breakwaterLayer(out, x);
   const add = (...a: Parameters<typeof retrying> extends [string[], ...infer R] ? R : never) =>
     out.push(retrying(warnings, ...a));
   c = frameworkLayers(c, out, warnings);

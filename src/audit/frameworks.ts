@@ -6,7 +6,6 @@
 import type { LayerSpec } from "./audit.ts";
 
 type Obj = Record<string, any>;
-const OWNED = Symbol.for("breakwater.owned");
 const isObj = (x: unknown): x is Obj => x !== null && typeof x === "object";
 
 /** Found layers and what to change about each. */
@@ -15,17 +14,29 @@ export interface Found {
   readonly warning: string;
 }
 
-/** Each `modelSettings.retry` of a runner, an agent and its handoffs that still retries. */
-export function agentsLayers(target: unknown): Found[] {
-  const out: Found[] = [];
+/** An Agents SDK `modelSettings` whose `retry` retries a model call on its own. */
+export interface AgentRetry {
+  /** Where it is: "runner.config.modelSettings.retry", "agent.handoffs[0].modelSettings.retry". */
+  readonly at: string;
+  /** The settings object holding `retry` (the SDK merges it per request). */
+  readonly settings: Obj;
+  readonly maxRetries: number;
+  readonly policy: (context: { error: unknown }) => unknown;
+}
+
+/** A policy `ownAgentRetries` made: it retries nothing breakwater gave up on. */
+export const OWNED_POLICY = Symbol.for("breakwater.owned");
+
+/** Each `modelSettings.retry` of a runner (its `config`), an agent and the agents it hands
+ * off to that still retries: a policy breakwater did not make, and `maxRetries` > 0 (the
+ * Agents SDK retries only with both). The one walk `audit` and `ownAgentRetries` share. */
+export function agentRetries(target: unknown): AgentRetry[] {
+  const out: AgentRetry[] = [];
   const look = (settings: unknown, at: string) => {
     const retry = isObj(settings) ? settings.retry : undefined;
     const n = isObj(retry) ? retry.maxRetries : undefined;
-    if (typeof retry?.policy !== "function" || retry.policy[OWNED] || !(n > 0)) return;
-    out.push({
-      layer: { name: `agents-sdk ${at}`, attempts: n + 1 },
-      warning: `${at} retries a model call ${n} times over breakwater's: ownAgentRetries() from breakwater/openai`,
-    });
+    if (typeof retry?.policy !== "function" || retry.policy[OWNED_POLICY] || !(n > 0)) return;
+    out.push({ at, settings: settings as Obj, maxRetries: n, policy: retry.policy });
   };
   if (isObj(target) && isObj(target.config))
     look(target.config.modelSettings, "runner.config.modelSettings.retry");
@@ -35,11 +46,19 @@ export function agentsLayers(target: unknown): Found[] {
     seen.add(agent);
     look(agent.modelSettings, `${at}.modelSettings.retry`);
     const handoffs: unknown[] = Array.isArray(agent.handoffs) ? agent.handoffs : [];
-    for (const [i, h] of handoffs.entries())
+    for (const [i, h] of handoffs.entries()) // a handoff() holds its agent; or an Agent
       walk(isObj(h) && isObj(h.agent) ? h.agent : h, `${at}.handoffs[${i}]`);
   };
   walk(target, "agent");
   return out;
+}
+
+/** The Agents SDK's retry layers that still retry, as `audit` counts them. */
+export function agentsLayers(target: unknown): Found[] {
+  return agentRetries(target).map(({ at, maxRetries: n }) => ({
+    layer: { name: `agents-sdk ${at}`, attempts: n + 1 },
+    warning: `${at} retries a model call ${n} times over breakwater's: ownAgentRetries() from breakwater/openai`,
+  }));
 }
 
 /** A createAgent agent's retry and fallback middleware, and LangGraph's retry policy on its

@@ -121,7 +121,7 @@ export interface FailOptions {
   beforeWait?: () => unknown;
 }
 
-const isMs = (x: unknown) => typeof x === "number" && x > 0 && !Number.isNaN(x);
+const isMs = (x: unknown) => typeof x === "number" && x > 0; // NaN is not > 0
 
 const isSignal = (s: unknown) =>
   typeof (s as AbortSignal)?.addEventListener === "function" &&

@@ -60,6 +60,6 @@ export function withBreakwater<C extends Anthropic>(
   return marked(
     scopedClient(client.withOptions({ maxRetries: 0, fetch }) as C, OWNER),
     OWNER,
-    options.policy,
+    fetch,
   );
 }

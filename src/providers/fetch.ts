@@ -41,8 +41,10 @@ import {
 } from "../index.ts";
 import {
   ambientAttempt,
+  CALL_SPEC,
   CHECKED,
   EFFECTS,
+  markLayer,
   type OuterAttempt,
   opt,
   SHOWN,
@@ -197,13 +199,11 @@ const PER_CALL = {
   ),
   effect: opt.oneOf(EFFECTS),
   reconcile: opt.fn<Reconcile>(),
-  deadlineMs: opt.any<number>((x) => typeof x === "number" && x > 0, "a number of ms > 0"),
-  attemptTimeoutMs: opt.any<number>((x) => typeof x === "number" && x > 0, "a number of ms > 0"),
-  maxAttempts: opt.any<number>(
-    (x) => Number.isInteger(x) && (x as number) >= 1,
-    "an integer >= 1 (at most the policy's)",
-  ),
-  hedge: opt.any<false>((x) => x === false, "false (never hedge this call)"),
+  // The policy's own rules for a call's limits: checked once, here, as the call takes them.
+  deadlineMs: CALL_SPEC.deadlineMs,
+  attemptTimeoutMs: CALL_SPEC.attemptTimeoutMs,
+  maxAttempts: CALL_SPEC.maxAttempts,
+  hedge: CALL_SPEC.hedge,
 };
 
 /** An answer that was not 2xx, read: what the classifier reads, and what rebuilds it. */
@@ -484,13 +484,15 @@ export function guardedFetch(options: GuardedFetchOptions = {}): typeof globalTh
     if (refused !== undefined) return Promise.resolve(new FailedAnswer(refused)); // nothing sent, nothing spent
     return dispatched(callOf(layer, reading, req, req.init[CALL]));
   };
-  return (input, init = {}) => {
+  const fetch: typeof globalThis.fetch = (input, init = {}) => {
     try {
       return guarded(input, init);
     } catch (error) {
       return Promise.reject(error); // what the checks before the policy threw, as a fetch's
     }
   };
+  // What `audit` reads, and the adapters' marks copy: the attempts of the layer's policy.
+  return markLayer(fetch, { owner: "guardedFetch", attempts: layer.policy.options.maxAttempts });
 }
 
 /** How a layer reads one dialect's answers, made once for all its requests in it. */

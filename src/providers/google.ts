@@ -17,7 +17,7 @@ import { ConfigError } from "../index.ts";
 import { LAYER } from "../internal.ts";
 import { googleDialect } from "./dialects/google.ts";
 import { type GuardedFetchOptions, guardedFetch } from "./fetch.ts";
-import { type SdkTimeout, sayOnce, scoped } from "./scope.ts";
+import { ignored, type SdkTimeout, scoped } from "./scope.ts";
 import { adapterOptions, FETCH_SPEC, markOf, overlay } from "./shared.ts";
 
 /** What `withBreakwater` takes for a @google/genai client: the fetch layer's options (policy, run, connect timeout, attempt header, truncation, context window). */
@@ -89,10 +89,7 @@ function through<T extends object>(
 function sdkTimeoutOf(asked: Obj, clientTimeout: unknown): SdkTimeout | undefined {
   const attempts = (asked.retryOptions as Obj | undefined)?.attempts;
   if (typeof attempts === "number" && attempts > 1)
-    sayOnce(
-      OWNER,
-      `a request's retryOptions.attempts (${attempts}) is ignored: breakwater's policy owns the retries (its maxAttempts counts every attempt; per call, callOptions({ maxAttempts }))`,
-    );
+    ignored(OWNER, "retryOptions.attempts", attempts);
   const ms = asked.timeout ?? clientTimeout;
   if (ms === undefined || ms === null) return undefined;
   if (!(typeof ms === "number" && ms > 0))
@@ -140,5 +137,5 @@ export function withBreakwater<C extends GoogleGenAI>(
       (client as Obj).apiClient,
     );
   // The mark in the overlay: the client underneath is the user's own, left unmarked.
-  return overlay(client, { ...overrides, [LAYER]: markOf(OWNER, options.policy) });
+  return overlay(client, { ...overrides, [LAYER]: markOf(OWNER, fetch) });
 }

@@ -1,7 +1,6 @@
 import { ConfigError, failureOf, movesOn, reasonOf } from "../index.ts";
-import { markLayer } from "../internal.ts";
 import { type LangChainAdapterOptions, withBreakwater } from "./langchain-model.ts";
-import { ADAPTER_SPEC, adapterOptions, asPolicy } from "./shared.ts";
+import { ADAPTER_SPEC, adapterOptions, asPolicy, marked } from "./shared.ts";
 
 /**
  * breakwater as the retry and fallback layer of a langchain v1 `createAgent`: one
@@ -62,7 +61,7 @@ export function agentMiddleware(options: AgentMiddlewareOptions = {}): AgentMidd
       }
     },
   } as AgentMiddleware;
-  return markLayer(middleware, { owner: OWNER, attempts: own.policy.options.maxAttempts });
+  return marked(middleware, OWNER, own.policy);
 }
 
 /** The fallbacks, in order, while the last one's give-up says the next may serve it. */

@@ -66,7 +66,7 @@ export function withBreakwater<C extends OpenAI>(client: C, options: OpenAIAdapt
     dialect: openaiDialect(includeUsage),
   });
   const owned = client.withOptions({ maxRetries: 0, fetch, ...azure(client) }) as C;
-  return marked(scopedClient(owned, OWNER), OWNER, options.policy);
+  return marked(scopedClient(owned, OWNER), OWNER, fetch);
 }
 
 /** What an AzureOpenAI client's `withOptions` does not carry over (its constructor then

@@ -176,10 +176,7 @@ function takeOver(
   if (o === null || typeof o !== "object") return undefined;
   const options = o as { maxRetries?: unknown; timeout?: unknown };
   if (typeof options.maxRetries === "number" && options.maxRetries > 0)
-    sayOnce(
-      owner,
-      `a request's maxRetries (${options.maxRetries}) is ignored: breakwater's policy owns the retries (its maxAttempts counts every attempt; per call, callOptions({ maxAttempts }))`,
-    );
+    ignored(owner, "maxRetries", options.maxRetries);
   options.maxRetries = 0;
   const asked = options.timeout ?? clientTimeout;
   if (asked !== undefined && asked !== null && !(typeof asked === "number" && asked > 0))
@@ -190,6 +187,14 @@ function takeOver(
 }
 
 const said = new Set<string>();
+
+/** Says once that a request's own retry knob is ignored, and what to use instead. */
+export function ignored(owner: string, knob: string, value: number): void {
+  sayOnce(
+    owner,
+    `a request's ${knob} (${value}) is ignored: breakwater's policy owns the retries (its maxAttempts counts every attempt; per call, callOptions({ maxAttempts }))`,
+  );
+}
 
 /** A warning given once per process for each thing said. */
 export function sayOnce(owner: string, text: string): void {

@@ -1,5 +1,7 @@
 import { ConfigError, type Policy, type PolicyOptions, policy, type Run } from "../index.ts";
 import {
+  type LayerMark,
+  layerMark,
   markLayer,
   opt,
   type Parsed,
@@ -88,20 +90,19 @@ export function runFor(options: AdapterOptions, own?: unknown): { run?: Run } {
   return run ? { run } : {};
 }
 
-/** `x` marked as wrapped by `owner` under `policy` (or its options), for `audit`. */
-export function marked<T extends object>(
-  x: T,
-  owner: string,
-  p: Policy | PolicyOptions | undefined,
-): T {
-  return markLayer(x, markOf(owner, p));
+/** `x` marked, for `audit`, as breakwater's layer `owner`: with the attempts of the policy
+ * it runs under, or of the fetch layer it sends through (which made that policy). */
+export function marked<T extends object>(x: T, owner: string, under: Policy | object): T {
+  return markLayer(x, markOf(owner, under));
 }
 
-/** What the mark of a layer `owner` made under `p` says. */
-export const markOf = (owner: string, p: Policy | PolicyOptions | undefined) => ({
-  owner,
-  attempts: asPolicy(p).options.maxAttempts,
-});
+/** What the mark of layer `owner` says (see `marked`). */
+export function markOf(owner: string, under: Policy | object): LayerMark {
+  return {
+    owner,
+    attempts: isPolicy(under) ? under.options.maxAttempts : layerMark(under)!.attempts,
+  };
+}
 
 /** A built policy, or one built from options (the adapter's default when none is given). */
 export function asPolicy(p: Policy | PolicyOptions | undefined): Policy {

@@ -1,7 +1,6 @@
 /** The dialect a request speaks, read from its URL, for a fetch layer given none: the paths
  * of OpenAI's, Anthropic's and Google's APIs (and of the servers that copy them). */
-import type { Dialect } from "../dialect.ts";
-import { pathOf } from "../dialect.ts";
+import { type Dialect, pathOf } from "../dialect.ts";
 import { anthropicDialect } from "./anthropic.ts";
 import { googleDialect } from "./google.ts";
 import { openaiDialect } from "./openai.ts";
