@@ -27,6 +27,7 @@ import {
   type Usage,
 } from "../index.ts";
 import { opt } from "../internal.ts";
+import { finalGiveUp, priorGiveUp } from "./ai-sdk-final.ts";
 import {
   decode,
   encode,
@@ -175,7 +176,8 @@ const SPEC = {
  * `policy.stream` with the first-delta rule (an `error` part before content is retried;
  * a give-up, after content or not, errors the stream with the partial answer's error). It
  * classifies APICallError by breakwater's rules, not by `isRetryable` (a quota 429 is not
- * retried). Pass `maxRetries: 0` to generateText/streamText, or the AI SDK retries on top.
+ * retried). Its give-ups say `isRetryable: false`, so the AI SDK's own `maxRetries` (and
+ * Mastra's, which reads the same flag) retry none of them.
  */
 export function breakwaterMiddleware(
   options: AiSdkMiddlewareOptions = {},
@@ -193,6 +195,9 @@ export function breakwaterMiddleware(
     wrapGenerate: async ({ params, model }) => {
       const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) throw refused; // nothing sent, nothing spent
+      const asked = { prompt: params.prompt, model };
+      const prior = priorGiveUp(asked);
+      if (prior) throw prior.error;
       const answered = async (ctx: AttemptContext) => {
         const r = await inAttempt(ctx.attempt, () =>
           model.doGenerate({ ...params, abortSignal: ctx.signal }),
@@ -205,20 +210,26 @@ export function breakwaterMiddleware(
       const pending = slotFor(run.run, "generate", model, params);
       const slot = pending && (await pending); // no wait without a journal
       if (slot?.replayed) return decode<Awaited<ReturnType<typeof model.doGenerate>>>(slot.answer);
-      const r = await p.execute(answered, {
-        ...labels(model),
-        effect: aiSdkEffect(params),
-        ...(params.abortSignal && { signal: params.abortSignal }),
-        ...run,
-        usage: aiSdkUsage,
-        ...replyChecks(AI_SDK_CHECKS, checks, (r: unknown) => r),
-      });
+      const r = await p
+        .execute(answered, {
+          ...labels(model),
+          effect: aiSdkEffect(params),
+          ...(params.abortSignal && { signal: params.abortSignal }),
+          ...run,
+          usage: aiSdkUsage,
+          ...replyChecks(AI_SDK_CHECKS, checks, (r: unknown) => r),
+        })
+        .catch((e: unknown) => {
+          throw finalGiveUp(asked, e);
+        });
       if (slot?.replayed === false) await slot.record(encode(r));
       return r;
     },
     wrapStream: async ({ params, model }) => {
       const refused = checkPrompt(params, contextTokens);
       if (refused !== undefined) throw refused;
+      const prior = priorGiveUp({ prompt: params.prompt, model });
+      if (prior) throw prior.error;
       const continuing = o.continuation && model.provider.includes("anthropic");
       const run = runFor(options);
       const pending = slotFor(run.run, "stream", model, params);
@@ -323,8 +334,11 @@ async function guardedParts(p: Policy, c: StreamCall) {
       },
     }),
   });
-  const first = await guarded.next();
-  return { ...meta, stream: partsStream(guarded, first, params.includeRawChunks === true) };
+  const final = (e: unknown) => finalGiveUp({ prompt: params.prompt, model }, e);
+  const first = await guarded.next().catch((e: unknown) => {
+    throw final(e);
+  });
+  return { ...meta, stream: partsStream(guarded, first, params.includeRawChunks === true, final) };
 }
 
 /** The parts for the SDK: raw chunks only when asked for; a give-up errors the stream. */
@@ -332,6 +346,7 @@ function partsStream(
   guarded: AsyncIterator<Part> & { return(): Promise<unknown> },
   first: IteratorResult<Part>,
   raw: boolean,
+  final: (error: unknown) => unknown,
 ): ReadableStream<Part> {
   let pending: IteratorResult<Part> | undefined = first;
   return new ReadableStream<Part>({
@@ -348,7 +363,7 @@ function partsStream(
         // The stream errors, not an `error` part: streamText's streamRetries re-calls the
         // model on any error part, which would replay what the user saw and multiply the
         // policy's attempts; a stream that errors it passes on, retried by no one.
-        controller.error(error);
+        controller.error(final(error));
       }
     },
     async cancel() {

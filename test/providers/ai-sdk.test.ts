@@ -91,6 +91,36 @@ describe("breakwater/ai-sdk middleware against the fault server", () => {
     expect(fs.requests()).toBe(1);
   });
 
+  it.each([
+    ["a constant 503", { status: 503 }, 3],
+    ["a spent quota 429", { status: 429, error: "insufficient_quota" as const }, 1],
+  ])(
+    "the AI SDK's own maxRetries (2 when unset) over %s: the give-up says isRetryable: false, the policy's requests only",
+    async (_, rule, n) => {
+      fs.script({ rules: [rule] });
+      const { model: m } = model();
+      const err = await generateText({ model: m, prompt }).catch((e) => e);
+      expect(APICallError.isInstance(err) && err.isRetryable).toBe(false);
+      expect(fs.requests()).toBe(n);
+      fs.server.resetStats();
+      const told: unknown[] = [];
+      const s = streamText({ model: m, prompt, onError: ({ error }) => void told.push(error) });
+      await s.consumeStream();
+      expect(told.map((e) => APICallError.isInstance(e) && e.isRetryable)).toEqual([false]);
+      expect(fs.requests()).toBe(n);
+    },
+  );
+
+  it("after a give-up, the caller's own new call with the same messages is sent: only a retry of the same call is refused", async () => {
+    fs.script({ rules: [{ status: 503, times: 3 }] });
+    const { model: m } = model();
+    const messages = [{ role: "user" as const, content: prompt }];
+    const err = await generateText({ model: m, messages }).catch((e) => e);
+    expect([APICallError.isInstance(err), fs.requests()]).toEqual([true, 3]);
+    expect((await generateText({ model: m, messages })).text).toBe(TEXT);
+    expect(fs.requests()).toBe(4);
+  });
+
   it("streamText: an error part before the first delta is retried", async () => {
     fs.script({
       rules: [{ requests: [1, 1], stream: { after: 0, action: "error", error: "server_error" } }],
