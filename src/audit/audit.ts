@@ -1,6 +1,6 @@
 import { layerMark } from "../core/layer-mark.ts";
 import { validator } from "../core/validate.ts";
-import { agentsLayers, langchainAgentLayers } from "./frameworks.ts";
+import { agentsLayers, langchainAgentLayers, mastraLayers } from "./frameworks.ts";
 
 /** One retry layer around a call, as the caller describes it. */
 export interface LayerSpec {
@@ -36,6 +36,9 @@ export interface AuditClients {
   langchainAgent?: object;
   /** An OpenAI Agents SDK `Runner` or `Agent`: each `modelSettings.retry` that retries. */
   agents?: object;
+  /** A Mastra `Agent`: its `maxRetries` and its model list's. Counted as if its model were
+   * not wrapped (audit cannot see through `wrapLanguageModel`). */
+  mastra?: object;
 }
 
 /** One retry layer as `audit` reports it: its attempts and its longest total wait. */
@@ -120,6 +123,7 @@ function frameworkLayers(c: AuditClients, out: LayerSpec[], warnings: string[]):
     for (const x of f) out.push(layer(warnings, x.layer, x.warning));
   };
   if (c.agents) found(agentsLayers(c.agents));
+  if (c.mastra) found(mastraLayers(c.mastra));
   if (!c.langchainAgent) return c;
   const agent = c.langchainAgent as { options?: { model?: unknown; middleware?: unknown } };
   found(langchainAgentLayers(agent));
@@ -172,7 +176,7 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
       "ai-sdk",
       c.aiSdk.maxRetries ?? 2,
       { baseMs: 2_000, jitter: "none" },
-      "pass maxRetries: 0 to generateText/streamText",
+      "over breakwaterMiddleware its retries send nothing (a give-up says isRetryable: false); over a model breakwater does not wrap, pass maxRetries: 0 to generateText/streamText",
     );
   const again = c.aiSdk?.streamRetries ?? 0;
   if (again > 0)

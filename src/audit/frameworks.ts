@@ -92,3 +92,26 @@ export function langchainAgentLayers(agent: unknown): Found[] {
   }
   return out;
 }
+
+/** A Mastra `Agent`'s own retries: `maxRetries` (0 by default), or the largest of its model
+ * list's entries. Its loop is p-retry's: 1 s, doubling, no jitter. */
+export function mastraLayers(agent: unknown): Found[] {
+  const a = isObj(agent) ? agent : {};
+  const list: unknown[] = Array.isArray(a.model) ? a.model : [];
+  const counts = [
+    a.maxRetries,
+    ...list.map((m) => (isObj(m) && m.enabled !== false ? m.maxRetries : 0)),
+  ];
+  const n = Math.max(0, ...counts.filter((x): x is number => Number.isInteger(x)));
+  if (n === 0) return [];
+  return [
+    {
+      layer: {
+        name: "mastra Agent maxRetries",
+        attempts: n + 1,
+        backoff: { baseMs: 1_000, jitter: "none" },
+      },
+      warning: `Mastra's Agent retries a failed model call ${n} times (maxRetries ${n}): over breakwaterMiddleware a retry gets breakwater's give-up back with nothing sent, but only after Mastra's backoff (1 s, 2 s, ...); over a model breakwater does not wrap it multiplies: new Agent({ maxRetries: 0 }), its default`,
+    },
+  ];
+}

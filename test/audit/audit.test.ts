@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { GoogleGenAI } from "@google/genai";
 import { ChatOpenAI } from "@langchain/openai";
+import { Agent as MastraAgent } from "@mastra/core/agent";
 import { Agent, Runner, retryPolicies } from "@openai/agents";
 import { createAgent, modelFallbackMiddleware, modelRetryMiddleware } from "langchain";
 import OpenAI from "openai";
@@ -89,6 +90,28 @@ describe("audit", () => {
     });
     const mine = audit([], { langchainAgent: owned });
     expect([mine.warnings, mine.worstCaseRequests]).toEqual([[], 3]);
+
+    const mastra = (o: object) =>
+      audit([], {
+        mastra: new MastraAgent({
+          id: "a",
+          name: "a",
+          instructions: "x",
+          model: "openai/gpt-5",
+          ...o,
+        }),
+      });
+    expect(mastra({}).layers).toEqual([]); // maxRetries 0 by default
+    const two = mastra({ maxRetries: 2 });
+    expect([two.worstCaseRequests, two.worstCaseWaitMs]).toEqual([3, 3_000]);
+    expect(two.warnings.join("\n")).toMatch(/Mastra's Agent retries a failed model call 2 times/);
+    const list = mastra({
+      model: [
+        { model: "openai/gpt-5", maxRetries: 1 },
+        { model: "openai/gpt-4o", maxRetries: 3 },
+      ],
+    });
+    expect(list.layers.map((l) => [l.name, l.attempts])).toEqual([["mastra Agent maxRetries", 4]]);
 
     const streams = audit([], { aiSdk: { maxRetries: 0, streamRetries: 2 } });
     expect(streams.worstCaseRequests).toBe(3);
