@@ -79,13 +79,26 @@ console.log(JSON.stringify({ policy: typeof policy, classify: classify({ status:
 `;
 
 /** The types a consumer compiles against, with both resolutions users pick. */
+/** Every public entry point, typed as a consumer uses them. */
 const TYPES = `
 import { type Failure, policy, reasonOf } from "breakwater";
 import { callOptions } from "breakwater/openai";
 import { VirtualClock } from "breakwater/testing";
+import * as anthropic from "breakwater/anthropic";
+import * as google from "breakwater/google";
+import * as aiSdk from "breakwater/ai-sdk";
+import * as langchain from "breakwater/langchain";
+import * as fetchLayer from "breakwater/fetch";
+import * as otel from "breakwater/otel";
+import * as sqlite from "breakwater/sqlite";
+import * as postgres from "breakwater/postgres";
+import * as redis from "breakwater/redis";
+import * as storm from "breakwater/storm";
 const p = policy({ clock: new VirtualClock(), maxAttempts: 2 });
 const f: Failure = { kind: "timeout", retryable: true };
-export const use = [p, f, reasonOf, callOptions({})];
+const mw = aiSdk.breakwaterMiddleware({ policy: p });
+const fetched: typeof fetch = fetchLayer.guardedFetch({ policy: p });
+export const use = [p, f, reasonOf, callOptions({}), mw, fetched, anthropic, google, langchain, otel, sqlite, postgres, redis, storm];
 `;
 
 /** A user on Node 20 (the system Node here) reaching for the SQLite journal. */
@@ -203,11 +216,16 @@ describe("the packed package, in a fresh `npm init -y` project, as the README sa
     });
   });
 
-  it.each(["nodenext", "bundler"])(
-    "the types compile with moduleResolution %s",
+  it.each([
+    ["TypeScript 5", "typescript", "nodenext"],
+    ["TypeScript 5", "typescript", "bundler"],
+    ["TypeScript 7", "typescript-v7", "nodenext"],
+    ["TypeScript 7", "typescript-v7", "bundler"],
+  ])(
+    "%s (%s): every entry point's types compile with moduleResolution %s",
     { timeout: 60_000 },
-    async (resolution) => {
-      const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
+    async (_, pkg, resolution) => {
+      const tsc = join(ROOT, "node_modules", pkg, "bin/tsc");
       const module = resolution === "bundler" ? "esnext" : "nodenext";
       const r = await run(
         process.execPath,
