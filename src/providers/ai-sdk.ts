@@ -193,43 +193,20 @@ export function breakwaterMiddleware(
   return {
     specificationVersion: "v4",
     wrapGenerate: async ({ params, model }) => {
-      const refused = checkPrompt(params, contextTokens);
-      if (refused !== undefined) throw refused; // nothing sent, nothing spent
-      const asked = { prompt: params.prompt, model };
-      const prior = priorGiveUp(asked);
-      if (prior) throw prior.error;
-      const answered = async (ctx: AttemptContext) => {
-        const r = await inAttempt(ctx.attempt, () =>
-          model.doGenerate({ ...params, abortSignal: ctx.signal }),
-        );
-        if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
-        return r;
-      };
+      const early = refusedEarly(params, model, contextTokens);
+      if (early) throw early.error; // nothing sent, nothing spent
       const run = runFor(options);
       // With a journaled run, a call made before at this place is answered from the journal.
       const pending = slotFor(run.run, "generate", model, params);
       const slot = pending && (await pending); // no wait without a journal
       if (slot?.replayed) return decode<Awaited<ReturnType<typeof model.doGenerate>>>(slot.answer);
-      const r = await p
-        .execute(answered, {
-          ...labels(model),
-          effect: aiSdkEffect(params),
-          ...(params.abortSignal && { signal: params.abortSignal }),
-          ...run,
-          usage: aiSdkUsage,
-          ...replyChecks(AI_SDK_CHECKS, checks, (r: unknown) => r),
-        })
-        .catch((e: unknown) => {
-          throw finalGiveUp(asked, e);
-        });
+      const r = await generated(p, { params, model, checks, continuing: false, run });
       if (slot?.replayed === false) await slot.record(encode(r));
       return r;
     },
     wrapStream: async ({ params, model }) => {
-      const refused = checkPrompt(params, contextTokens);
-      if (refused !== undefined) throw refused;
-      const prior = priorGiveUp({ prompt: params.prompt, model });
-      if (prior) throw prior.error;
+      const early = refusedEarly(params, model, contextTokens);
+      if (early) throw early.error;
       const continuing = o.continuation && model.provider.includes("anthropic");
       const run = runFor(options);
       const pending = slotFor(run.run, "stream", model, params);
@@ -248,6 +225,42 @@ export function breakwaterMiddleware(
 
 type Params = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["params"];
 type Model = Parameters<NonNullable<LanguageModelV4Middleware["wrapStream"]>>[0]["model"];
+
+/** What is refused before anything is sent: a transcript or an output allowance that
+ * cannot work, or a call breakwater already gave up on, asked again by a layer above. */
+function refusedEarly(
+  params: Params,
+  model: Model,
+  contextTokens: number | undefined,
+): { error: unknown } | undefined {
+  const refused = checkPrompt(params, contextTokens);
+  if (refused !== undefined) return { error: refused };
+  return priorGiveUp({ prompt: params.prompt, model });
+}
+
+/** `doGenerate` under the policy: one provider call per attempt; a give-up is final. */
+async function generated(p: Policy, c: ModelCall) {
+  const { params, model } = c;
+  const answered = async (ctx: AttemptContext) => {
+    const r = await inAttempt(ctx.attempt, () =>
+      model.doGenerate({ ...params, abortSignal: ctx.signal }),
+    );
+    if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
+    return r;
+  };
+  return p
+    .execute(answered, {
+      ...labels(model),
+      effect: aiSdkEffect(params),
+      ...(params.abortSignal && { signal: params.abortSignal }),
+      ...c.run,
+      usage: aiSdkUsage,
+      ...replyChecks(AI_SDK_CHECKS, c.checks, (r: unknown) => r),
+    })
+    .catch((e: unknown) => {
+      throw finalGiveUp({ prompt: params.prompt, model }, e);
+    });
+}
 type Part = LanguageModelV4StreamPart;
 
 /**
@@ -288,7 +301,7 @@ function labels(model: Model): { model?: string; provider?: string; operation: s
 
 /** One streamed call of the middleware: what it streams, how it is checked, whether a
  * break may continue (Anthropic models take a last assistant message as a prefill). */
-interface StreamCall {
+interface ModelCall {
   readonly params: Params;
   readonly model: Model;
   readonly checks: Checks;
@@ -298,7 +311,7 @@ interface StreamCall {
 
 /** The model's parts under the policy: retried before content; parts reach the SDK only
  * once content flows (the retries happen before this resolves). */
-async function guardedParts(p: Policy, c: StreamCall) {
+async function guardedParts(p: Policy, c: ModelCall) {
   const { params, model } = c;
   let meta: Omit<Awaited<ReturnType<typeof model.doStream>>, "stream"> = {};
   // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand); they
