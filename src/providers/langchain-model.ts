@@ -8,6 +8,7 @@ import {
   type Usage,
 } from "../index.ts";
 import { langchainAnswer } from "./answers.ts";
+import { type Ask, askedAgain, gaveUpOn } from "./given-up.ts";
 import { inAttempt, inAttemptIterable } from "./scope.ts";
 import {
   ADAPTER_SPEC,
@@ -102,7 +103,8 @@ export function withBreakwater<M extends BaseChatModel>(
     ...(opts.signal && { signal: opts.signal as AbortSignal }),
     ...runFor(options),
   });
-  wrapped._generate = generate(p, inner, m._generate as Method, call);
+  const key = modelKey(p, names);
+  wrapped._generate = generate(p, inner, m._generate as Method, call, key);
   inner._streamResponseChunks = m._streamResponseChunks;
   wrapped._streamResponseChunks = streamed(
     p,
@@ -111,6 +113,7 @@ export function withBreakwater<M extends BaseChatModel>(
     m._streamResponseChunks,
     isLangChainContent,
     langchainAnswer,
+    key,
   );
   if (overrides(m, "_streamChatModelEvents")) {
     inner._streamChatModelEvents = m._streamChatModelEvents;
@@ -120,6 +123,8 @@ export function withBreakwater<M extends BaseChatModel>(
       call,
       m._streamChatModelEvents,
       isEventContent,
+      undefined,
+      key,
     );
   }
   // ChatOpenAI's withConfig (and so bindTools) builds a new model from its fields: wrap
@@ -175,20 +180,49 @@ function answeringModel(x: unknown): string | undefined {
   return typeof name === "string" && name !== "" ? name : undefined;
 }
 
+/** A call of this model, as the give-up record knows it (a retry of it by a layer above,
+ * modelRetryMiddleware's included, gets the same give-up: given-up.ts). The model is named
+ * by its policy and labels: createAgent binds its tools anew at each call (withConfig), so
+ * the object differs between a call and its retry. */
+const askOf = (messages: unknown, model: string, p: Policy): Ask => ({
+  turns: messages,
+  model,
+  owner: OWNER,
+  layer: () => "modelRetryMiddleware, withRetry or a retry loop",
+  now: () => p.options.clock.now(),
+});
+
+const policyIds = new WeakMap<Policy, number>();
+let policies = 0;
+/** The name a give-up knows this model by: its policy and its telemetry labels. */
+function modelKey(p: Policy, names: { model?: string; provider?: string }): string {
+  let id = policyIds.get(p);
+  if (id === undefined) policyIds.set(p, (id = ++policies));
+  return `${id}\u0000${names.provider ?? ""}\u0000${names.model ?? ""}`;
+}
+
 /** `_generate` under the policy: one provider call per attempt, the attempt's signal in. */
-function generate(p: Policy, inner: Obj, method: Method, call: CallFor) {
-  return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-    p.execute(
-      async (ctx) => {
-        const r = await inAttempt(ctx.attempt, () =>
-          method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager),
-        );
-        const model = answeringModel(r);
-        if (model !== undefined) ctx.answeredBy(model);
-        return r;
-      },
-      { ...call(opts), usage: langchainUsage },
-    );
+function generate(p: Policy, inner: Obj, method: Method, call: CallFor, key: string) {
+  return async (messages: unknown, opts: Obj = {}, runManager?: unknown) => {
+    const ask = askOf(messages, key, p);
+    const prior = askedAgain(ask);
+    if (prior) throw prior.error;
+    return p
+      .execute(
+        async (ctx) => {
+          const r = await inAttempt(ctx.attempt, () =>
+            method.call(inner, messages, { ...opts, signal: ctx.signal }, runManager),
+          );
+          const model = answeringModel(r);
+          if (model !== undefined) ctx.answeredBy(model);
+          return r;
+        },
+        { ...call(opts), usage: langchainUsage },
+      )
+      .catch((e: unknown) => {
+        throw gaveUpOn(ask, e);
+      });
+  };
 }
 
 /** A streaming method under the policy: retried until its first content chunk. */
@@ -198,10 +232,14 @@ function streamed(
   call: CallFor,
   method: Method,
   isContent: (c: unknown) => boolean,
-  answer?: (chunks: readonly unknown[]) => PartialAnswer,
+  answer: ((chunks: readonly unknown[]) => PartialAnswer) | undefined,
+  key: string,
 ) {
-  return (messages: unknown, opts: Obj = {}, runManager?: unknown) =>
-    p.stream(
+  return (messages: unknown, opts: Obj = {}, runManager?: unknown) => {
+    const ask = askOf(messages, key, p);
+    const prior = askedAgain(ask);
+    if (prior) return failing(prior.error);
+    const chunks = p.stream(
       (ctx) =>
         inAttemptIterable(
           ctx.attempt,
@@ -214,6 +252,24 @@ function streamed(
         ...(answer && { answer }),
       },
     );
+    return recorded(chunks, ask);
+  };
+}
+
+/** A stream that fails at its first read, as a stream the policy gave up on does. */
+function failing(error: unknown): AsyncIterable<never> {
+  return {
+    [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(error) }),
+  };
+}
+
+/** The chunks as they come; a give-up recorded as final for its call. */
+async function* recorded<T>(chunks: AsyncIterable<T>, ask: Ask): AsyncGenerator<T> {
+  try {
+    yield* chunks;
+  } catch (e) {
+    throw gaveUpOn(ask, e);
+  }
 }
 
 /** Whether the model's class defines `name` itself, rather than inheriting BaseChatModel's

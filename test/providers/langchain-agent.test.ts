@@ -38,15 +38,39 @@ describe("createAgent with agentMiddleware()", () => {
     expect(fs.requests()).toBe(3);
   });
 
-  it("before: modelRetryMiddleware over a wrapped model sends 9 and answers with a failure message", async () => {
-    fs.script({ rules: [{ status: 503 }] });
-    const agent = createAgent({
-      model: withBreakwater(chat(), { policy: testPolicy().p }),
-      middleware: [modelRetryMiddleware({ initialDelayMs: 1, jitter: false })],
-    });
-    const r = await agent.invoke(ask);
-    expect(lastText(r)).toMatch(/^Model call failed after 3 attempts/);
-    expect(fs.requests()).toBe(9);
+  it("modelRetryMiddleware kept over a wrapped model: its retries get the give-up back, nothing sent (9 requests before); said once", async () => {
+    const warned: string[] = [];
+    const onWarning = (w: Error) => void warned.push(w.message);
+    process.on("warning", onWarning);
+    try {
+      fs.script({ rules: [{ status: 503 }] });
+      const agent = createAgent({
+        model: withBreakwater(chat(), { policy: testPolicy().p }),
+        middleware: [modelRetryMiddleware({ initialDelayMs: 1, jitter: false })],
+      });
+      const r = await agent.invoke(ask);
+      // Its own answer to a give-up stays its own: agentMiddleware() raises the error instead.
+      expect(lastText(r)).toMatch(/^Model call failed after 3 attempts/);
+      expect(fs.requests()).toBe(3);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(
+        warned.filter((w) =>
+          w.includes("(modelRetryMiddleware, withRetry or a retry loop) asked again"),
+        ),
+      ).toHaveLength(1);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
+  it("a new call with the same messages after a give-up is sent: only a retry of the same call is refused", async () => {
+    fs.script({ rules: [{ status: 503, times: 3 }] });
+    const model = withBreakwater(chat(), { policy: testPolicy().p });
+    const messages = [{ role: "user" as const, content: "hi" }];
+    await expect(model.invoke(messages)).rejects.toBeDefined();
+    expect(fs.requests()).toBe(3);
+    expect((await model.invoke(messages)).content).toBe(TEXT);
+    expect(fs.requests()).toBe(4);
   });
 
   it("a fallback model: the primary's 3 attempts, then the fallback's answer", async () => {
