@@ -1,3 +1,5 @@
+import { afterEach, beforeEach } from "vitest";
+
 export { useFaultServer } from "../fault-fixture.ts";
 
 import type { Ledger } from "../../src/core/ledger.ts";
@@ -32,3 +34,27 @@ export async function drain<T>(it: AsyncIterable<T>): Promise<{ chunks: T[]; err
     return { chunks, error };
   }
 }
+
+/** The process warnings emitted while each test of the file runs (breakwater says an
+ * ignored retry knob once, as a warning): read after a turn of the event loop. */
+export function useWarnings(): { readonly all: string[]; settled(): Promise<string[]> } {
+  const all: string[] = [];
+  const onWarning = (w: Error) => void all.push(w.message);
+  beforeEach(() => {
+    all.length = 0;
+    process.on("warning", onWarning);
+  });
+  afterEach(() => void process.off("warning", onWarning));
+  return {
+    all,
+    settled: () => new Promise((r) => setImmediate(() => r(all))),
+  };
+}
+
+/** The first answer announces a `charge` tool call and is cut before its arguments. */
+export const announcedThenCut = (args: string) => ({
+  requests: [1, 1] as [number, number],
+  text: "",
+  toolCalls: [{ name: "charge", arguments: args }],
+  stream: { after: 0, action: "cut" as const },
+});

@@ -7,9 +7,10 @@ import { createAgent, modelRetryMiddleware } from "langchain";
 import { describe, expect, it } from "vitest";
 import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { agentMiddleware, withBreakwater } from "../../src/providers/langchain.ts";
-import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+import { TEXT, testPolicy, useFaultServer, useWarnings } from "./fixture.ts";
 
 const fs = useFaultServer();
+const warnings = useWarnings();
 const chat = (model = "gpt-test") =>
   new ChatOpenAI({ model, apiKey: "sk-test", configuration: { baseURL: `${fs.server.url}/v1` } });
 const ask = { messages: [{ role: "user", content: "hi" }] };
@@ -39,28 +40,21 @@ describe("createAgent with agentMiddleware()", () => {
   });
 
   it("modelRetryMiddleware kept over a wrapped model: its retries get the give-up back, nothing sent (9 requests before); said once", async () => {
-    const warned: string[] = [];
-    const onWarning = (w: Error) => void warned.push(w.message);
-    process.on("warning", onWarning);
-    try {
-      fs.script({ rules: [{ status: 503 }] });
-      const agent = createAgent({
-        model: withBreakwater(chat(), { policy: testPolicy().p }),
-        middleware: [modelRetryMiddleware({ initialDelayMs: 1, jitter: false })],
-      });
-      const r = await agent.invoke(ask);
-      // Its own answer to a give-up stays its own: agentMiddleware() raises the error instead.
-      expect(lastText(r)).toMatch(/^Model call failed after 3 attempts/);
-      expect(fs.requests()).toBe(3);
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(
-        warned.filter((w) =>
-          w.includes("(modelRetryMiddleware, withRetry or a retry loop) asked again"),
-        ),
-      ).toHaveLength(1);
-    } finally {
-      process.off("warning", onWarning);
-    }
+    fs.script({ rules: [{ status: 503 }] });
+    const agent = createAgent({
+      model: withBreakwater(chat(), { policy: testPolicy().p }),
+      middleware: [modelRetryMiddleware({ initialDelayMs: 1, jitter: false })],
+    });
+    const r = await agent.invoke(ask);
+    // Its own answer to a give-up stays its own: agentMiddleware() raises the error instead.
+    expect(lastText(r)).toMatch(/^Model call failed after 3 attempts/);
+    expect(fs.requests()).toBe(3);
+    const said = await warnings.settled();
+    expect(
+      said.filter((w) =>
+        w.includes("(modelRetryMiddleware, withRetry or a retry loop) asked again"),
+      ),
+    ).toHaveLength(1);
   });
 
   it("a new call with the same messages after a give-up is sent: only a retry of the same call is refused", async () => {

@@ -10,12 +10,13 @@ import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { MemoryJournal } from "../../src/run/journal.ts";
 import { Run } from "../../src/run/run.ts";
 import { guardTool } from "../../src/tools/guard-tool.ts";
-import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
+import { announcedThenCut, TEXT, testPolicy, useFaultServer, useWarnings } from "./fixture.ts";
 
 // Mastra (@mastra/core) agents over a model wrapped with breakwaterMiddleware, the way
 // Mastra's docs hand an agent an AI SDK model: Mastra's own `maxRetries` loop, its
 // streams and its per-run prompt stamps against breakwater's one layer.
 const fs = useFaultServer();
+const warnings = useWarnings();
 const ARGS = '{"cents":5}';
 
 type MastraModel = ConstructorParameters<typeof Agent>[0]["model"];
@@ -95,22 +96,14 @@ describe("Mastra's agent loop over breakwaterMiddleware: one layer", () => {
   });
 
   it("a timeout give-up (not an APICallError, which Mastra retries) is final: Mastra's retry sends nothing, and is named once", async () => {
-    const warned: string[] = [];
-    const onWarning = (w: Error) => void warned.push(w.message);
-    process.on("warning", onWarning);
-    try {
-      fs.script({ rules: [{ headersDelayMs: 400 }] });
-      const { agent } = agentFor({ maxRetries: 1, attemptTimeoutMs: 100 });
-      const e = await agent.generate("hi").catch((x: unknown) => x);
-      expect(reasonOf(e)).toBe("attempt-timeout");
-      expect(fs.requests()).toBe(3); // not 3 x 2
-      await new Promise((r) => setImmediate(r));
-      expect(
-        warned.filter((w) => w.includes("(Mastra's Agent maxRetries) asked again")),
-      ).toHaveLength(1);
-    } finally {
-      process.off("warning", onWarning);
-    }
+    fs.script({ rules: [{ headersDelayMs: 400 }] });
+    const { agent } = agentFor({ maxRetries: 1, attemptTimeoutMs: 100 });
+    const e = await agent.generate("hi").catch((x: unknown) => x);
+    expect(reasonOf(e)).toBe("attempt-timeout");
+    expect(fs.requests()).toBe(3); // not 3 x 2
+    const said = await warnings.settled();
+    const again = "(Mastra's Agent maxRetries) asked again";
+    expect(said.filter((w) => w.includes(again))).toHaveLength(1);
   });
 
   it("agent.stream with maxRetries: 2 under a constant 503: 3 requests, the error reaches the reader", async () => {
@@ -134,12 +127,7 @@ describe("Mastra's agent loop over breakwaterMiddleware: one layer", () => {
   it("a cut after a tool call's announcement, before its arguments, is retried: the tool runs once, with its arguments", async () => {
     fs.script({
       rules: [
-        {
-          requests: [1, 1],
-          text: "",
-          toolCalls: [{ name: "charge", arguments: ARGS }],
-          stream: { after: 0, action: "cut" },
-        },
+        announcedThenCut(ARGS),
         { requests: [2, 2], text: "", toolCalls: [{ name: "charge", arguments: ARGS }] },
       ],
     });

@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { fallback } from "../../src/policy/fallback.ts";
 import { policy } from "../../src/policy/policy.ts";
@@ -10,7 +10,7 @@ import { withBreakwater as anthropicWith } from "../../src/providers/anthropic.t
 import { callOptions } from "../../src/providers/fetch.ts";
 import { withBreakwater as googleWith } from "../../src/providers/google.ts";
 import { withBreakwater as openaiWith } from "../../src/providers/openai.ts";
-import { useFaultServer } from "./fixture.ts";
+import { useFaultServer, useWarnings } from "./fixture.ts";
 
 const fs = useFaultServer();
 const messages = [{ role: "user" as const, content: "hi" }];
@@ -22,14 +22,7 @@ const anthropic = (p = fast()) =>
 /** What the server saw of each request: the retries it said it was on. */
 const retries = () => fs.server.stats().timeline.map((a) => a.retries);
 
-/** Warnings emitted while a test runs. */
-const warnings: string[] = [];
-const onWarning = (w: Error) => void warnings.push(w.message);
-beforeEach(() => {
-  warnings.length = 0;
-  process.on("warning", onWarning);
-});
-afterEach(() => void process.off("warning", onWarning));
+const { all: warnings } = useWarnings();
 
 describe("a request's own retry knobs are breakwater's (one layer per call)", () => {
   it("openai: a per-request maxRetries sends maxAttempts requests under a 503, and says so once", async () => {

@@ -1,11 +1,11 @@
 import * as pi from "@mariozechner/pi-ai";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { classify } from "../../src/core/classify.ts";
 import { ledgerOf, partialOf, reasonOf } from "../../src/core/errors.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { withBreakwater } from "../../src/providers/pi-ai.ts";
 import { piFailure } from "../../src/providers/pi-ai-errors.ts";
-import { TEXT, useFaultServer } from "./fixture.ts";
+import { TEXT, useFaultServer, useWarnings } from "./fixture.ts";
 
 // pi-ai (@mariozechner/pi-ai) against the fault server, its built-in providers (the openai
 // and anthropic SDKs it bundles) under breakwater through its own provider registry.
@@ -32,16 +32,8 @@ const MODELS = {
 const APIS = Object.keys(MODELS) as (keyof typeof MODELS)[];
 const opts = { apiKey: "sk-test" };
 
-const warnings: string[] = [];
-const onWarning = (w: Error) => void warnings.push(w.message);
-beforeEach(() => {
-  warnings.length = 0;
-  process.on("warning", onWarning);
-});
-afterEach(() => {
-  process.off("warning", onWarning);
-  pi.resetApiProviders(); // each test wraps the registry it needs
-});
+const warnings = useWarnings();
+afterEach(() => pi.resetApiProviders()); // each test wraps the registry it needs
 
 async function read(s: ReturnType<typeof pi.stream>) {
   const types: string[] = [];
@@ -120,9 +112,10 @@ describe("pi-ai under withBreakwater: one layer", () => {
       ...opts,
       maxRetries: 4,
     });
-    await new Promise((r) => setImmediate(r));
     expect(m.stopReason).toBe("error");
-    expect(warnings.filter((w) => w.includes("maxRetries (4) is ignored"))).toHaveLength(1);
+    expect(
+      (await warnings.settled()).filter((w) => w.includes("maxRetries (4) is ignored")),
+    ).toHaveLength(1);
     fs.script({ rules: [{ headersDelayMs: 2_000 }] });
     fs.server.resetStats();
     const signal = AbortSignal.timeout(100);

@@ -16,22 +16,14 @@ import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
 import { guardedFetch } from "../../src/providers/fetch.ts";
 import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
 import { withBreakwater as openai } from "../../src/providers/openai.ts";
-import { testPolicy, useFaultServer } from "./fixture.ts";
+import { announcedThenCut, testPolicy, useFaultServer } from "./fixture.ts";
 
 const fs = useFaultServer();
 const ARGS = '{"order":77,"cents":1999}';
 /** The first answer announces `charge` and is cut before its first piece of arguments. */
 const cutAfterAnnouncement = () =>
   fs.script({
-    rules: [
-      {
-        requests: [1, 1],
-        text: "",
-        toolCalls: [{ name: "charge", arguments: ARGS }],
-        stream: { after: 0, action: "cut" },
-      },
-      { text: "", toolCalls: [{ name: "charge", arguments: ARGS }] },
-    ],
+    rules: [announcedThenCut(ARGS), { text: "", toolCalls: [{ name: "charge", arguments: ARGS }] }],
   });
 const messages = [{ role: "user" as const, content: "charge it" }];
 const base = () => `${fs.server.url}/v1`;

@@ -164,15 +164,20 @@ describe("PostgresJournal across processes", () => {
 
   it("a worker killed holding a lease: another machine takes the run over once it expires", async () => {
     const { schema, service: svc } = fresh();
-    const args = { pg: server.url, db: schema, service: svc, steps: 30, stepMs: 10, leaseMs: 1000 };
+    // The lease outlasts a worker's start on a loaded machine (a Node process and its
+    // imports can take over a second there), so the early try is early.
+    const leaseMs = 4_000;
+    const args = { pg: server.url, db: schema, service: svc, steps: 30, stepMs: 10, leaseMs };
     const a = worker({ ...args, runId: "handover", owner: "machine-a" });
     await a.started;
     await new Promise((r) => setTimeout(r, 120));
     a.child.kill("SIGKILL");
+    const killedAt = performance.now();
     await a.exited;
     const early = await worker({ ...args, takeOver: true, owner: "machine-b" }).exited;
     expect(early.out).toContain("took over nothing");
-    await new Promise((r) => setTimeout(r, 1100));
+    const expired = killedAt + leaseMs + 100 - performance.now();
+    await new Promise((r) => setTimeout(r, Math.max(0, expired)));
     const later = await worker({ ...args, takeOver: true, owner: "machine-b" }).exited;
     expect(later.out).toContain("took over handover");
     expect(lastLine(later.out)).toBe("done");
