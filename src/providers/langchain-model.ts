@@ -263,13 +263,22 @@ function failing(error: unknown): AsyncIterable<never> {
   };
 }
 
-/** The chunks as they come; a give-up recorded as final for its call. */
-async function* recorded<T>(chunks: AsyncIterable<T>, ask: Ask): AsyncGenerator<T> {
-  try {
-    yield* chunks;
-  } catch (e) {
+/** The chunks as they come; a give-up recorded as final for its call (an iterator that
+ * passes each read on: a generator around it cost ~180 ns a chunk). */
+function recorded<T>(chunks: AsyncIterable<T>, ask: Ask): AsyncIterable<T> {
+  const failed = (e: unknown): never => {
     throw gaveUpOn(ask, e);
-  }
+  };
+  const done: IteratorResult<T> = { done: true, value: undefined };
+  return {
+    [Symbol.asyncIterator]() {
+      const it = chunks[Symbol.asyncIterator]();
+      return {
+        next: () => it.next().catch(failed),
+        return: async (value?: unknown) => (await it.return?.(value)) ?? done,
+      };
+    },
+  };
 }
 
 /** Whether the model's class defines `name` itself, rather than inheriting BaseChatModel's

@@ -2,6 +2,7 @@
  * langchain v1 `createAgent` (the version npm serves) with breakwater's middleware, against
  * the fault server: one retry layer for the agent's model calls, fallbacks under it.
  */
+import { HumanMessage } from "@langchain/core/messages";
 import { ChatOpenAI } from "@langchain/openai";
 import { createAgent, modelRetryMiddleware } from "langchain";
 import { describe, expect, it } from "vitest";
@@ -55,6 +56,24 @@ describe("createAgent with agentMiddleware()", () => {
         w.includes("(modelRetryMiddleware, withRetry or a retry loop) asked again"),
       ),
     ).toHaveLength(1);
+  });
+
+  it("a streamed call asked again with the same message objects within the window: the same give-up, nothing sent", async () => {
+    fs.script({ rules: [{ status: 503 }] });
+    const model = withBreakwater(chat(), { policy: testPolicy().p });
+    const messages = [new HumanMessage("hi")]; // a retry hands the same objects back
+    const read = async () => {
+      try {
+        for await (const _ of await model.stream(messages)) return "a chunk";
+        return "ended";
+      } catch (e) {
+        return e;
+      }
+    };
+    const first = await read();
+    expect(reasonOf(first)).toBe("attempts-exhausted");
+    expect(await read()).toBe(first);
+    expect(fs.requests()).toBe(3);
   });
 
   it("a new call with the same messages after a give-up is sent: only a retry of the same call is refused", async () => {
