@@ -52,9 +52,34 @@ export function parseRetryAfterValue(value: unknown, nowMs: number): number | un
   if (typeof value !== "string") return undefined;
   const v = value.trim();
   if (v === "") return undefined;
+  const one = parseOne(v, nowMs);
+  if (one !== undefined || !v.includes(",")) return one;
+  // Two headers, merged by fetch into one list ("1, 3"): the longest wait the server asked.
+  const waits = members(v)
+    .map((m) => parseOne(m, nowMs))
+    .filter((ms): ms is number => ms !== undefined);
+  return waits.length > 0 ? Math.max(...waits) : undefined;
+}
+
+function parseOne(v: string, nowMs: number): number | undefined {
   if (SECONDS.test(v)) return clamp(Number(v) * 1000);
   const at = Number.isFinite(nowMs) ? parseHttpDate(v, nowMs) : undefined;
   return at === undefined ? undefined : clamp(at - nowMs); // a past date is 0
+}
+
+const DAY_NAME = new RegExp(`^(?:${DAY.slice(3, -1)}|${LONG_DAY.slice(3, -1)})$`, "i");
+
+/** A merged list's members: split at its commas, but a date's own comma (after its day's
+ * name: "Wed, 21 Oct 2015 07:28:00 GMT") keeps the date whole. */
+function members(list: string): string[] {
+  const out: string[] = [];
+  const parts = list.split(",").map((p) => p.trim());
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    if (DAY_NAME.test(part) && i + 1 < parts.length) out.push(`${part}, ${parts[++i]}`);
+    else if (part !== "") out.push(part);
+  }
+  return out;
 }
 
 function isHeaderBag(x: unknown): x is HeaderBag {
@@ -74,7 +99,8 @@ export function parseRetryAfter(
   if (headersOrValue === null || headersOrValue === undefined) return undefined;
   if (!isHeaderBag(headersOrValue)) return parseRetryAfterValue(headersOrValue, nowMs);
   const ms = readHeader(headersOrValue, "retry-after-ms");
-  if (ms !== undefined && SECONDS.test(ms.trim())) return clamp(Number(ms.trim()));
+  const waits = ms?.split(",").map((m) => m.trim()).filter((m) => SECONDS.test(m)) ?? [];
+  if (waits.length > 0) return clamp(Math.max(...waits.map(Number)));
   const ra = readHeader(headersOrValue, "retry-after");
   return ra === undefined ? undefined : parseRetryAfterValue(ra, nowMs);
 }

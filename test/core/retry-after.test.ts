@@ -94,6 +94,37 @@ describe("parseRetryAfter", () => {
   it("property: delay-seconds parse to exactly seconds × 1000", () => {
     fc.assert(fc.property(fc.nat(2_000_000), (n) => parseRetryAfter(String(n), NOW) === n * 1000));
   });
+
+  it("two headers, merged by fetch into one list: the longest wait, dates kept whole", () => {
+    const h = new Headers();
+    h.append("retry-after", "1");
+    h.append("retry-after", "3");
+    expect(h.get("retry-after")).toBe("1, 3");
+    expect(parseRetryAfter(h, NOW)).toBe(3_000);
+    const date = new Date(NOW + 20_000).toUTCString(); // "Sun, 29 Nov 2026 12:00:20 GMT"
+    expect(parseRetryAfter(`2, ${date}`, NOW)).toBe(20_000);
+    expect(parseRetryAfter(`${date}, 30`, NOW)).toBe(30_000);
+    expect(parseRetryAfter("soon, 4", NOW)).toBe(4_000); // a member that is no wait is skipped
+    expect(parseRetryAfter("soon, later", NOW)).toBeUndefined();
+    expect(parseRetryAfter({ "retry-after-ms": "250, 900" }, NOW)).toBe(900);
+  });
+
+  it("property: a merged list of delay-seconds and dates is its longest member", () => {
+    const member = fc.oneof(
+      fc.nat(100_000).map((n) => ({ text: String(n), ms: n * 1000 })),
+      fc.integer({ min: 0, max: 10_000_000 }).map((s) => ({
+        text: new Date(NOW + s * 1000).toUTCString(),
+        ms: s * 1000,
+      })),
+    );
+    fc.assert(
+      fc.property(fc.array(member, { minLength: 1, maxLength: 5 }), (list) => {
+        const merged = list.map((m) => m.text).join(", ");
+        const longest = Math.min(MAX_DELAY_MS, Math.max(...list.map((m) => m.ms)));
+        return parseRetryAfter(merged, NOW) === longest;
+      }),
+    );
+  });
 });
 
 describe("parseMessageWait: a wait named only in the error's text", () => {
