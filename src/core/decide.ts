@@ -40,8 +40,8 @@ export type Verdict =
   | { readonly retry: true; readonly delayMs: number }
   | { readonly retry: false; readonly reason: GiveUpReason; readonly retryAfterMs?: number };
 
-/** Clients told the same reset time come back spread over [hint, 2·hint] (the extra capped
- * by `retryAfter.jitterMs`), not together: a window's reset is a herd's starting gun.
+/** Clients told the same reset time come back spread over [hint, hint + min(hint,
+ * `retryAfter.jitterMs`)], not together: a window's reset is a herd's starting gun.
  * Measured in the storm's rate-limit scenario: 20% of the hint leaves 15% of the limit
  * unused to overflow at each reset; the whole hint uses all of it. */
 const HINT_SPREAD = 1;
