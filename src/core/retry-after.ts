@@ -99,7 +99,11 @@ export function parseRetryAfter(
   if (headersOrValue === null || headersOrValue === undefined) return undefined;
   if (!isHeaderBag(headersOrValue)) return parseRetryAfterValue(headersOrValue, nowMs);
   const ms = readHeader(headersOrValue, "retry-after-ms");
-  const waits = ms?.split(",").map((m) => m.trim()).filter((m) => SECONDS.test(m)) ?? [];
+  const waits =
+    ms
+      ?.split(",")
+      .map((m) => m.trim())
+      .filter((m) => SECONDS.test(m)) ?? [];
   if (waits.length > 0) return clamp(Math.max(...waits.map(Number)));
   const ra = readHeader(headersOrValue, "retry-after");
   return ra === undefined ? undefined : parseRetryAfterValue(ra, nowMs);

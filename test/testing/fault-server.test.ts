@@ -584,3 +584,30 @@ describe("the fault server under abuse", () => {
     }
   });
 });
+
+describe("stream ids", () => {
+  it("each streamed answer has its own id, its chunks one (chat and Responses): a client merging by id sees two answers", async () => {
+    const client = new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "sk-test", maxRetries: 0 });
+    const chatIds = async () => {
+      const ids = new Set<string>();
+      const s = await client.chat.completions.create({
+        model: "gpt-test",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      });
+      for await (const c of s) ids.add(c.id);
+      return [...ids];
+    };
+    const [a, b] = [await chatIds(), await chatIds()];
+    expect([a.length, b.length]).toEqual([1, 1]);
+    expect(a[0]).not.toBe(b[0]);
+    const responseId = async () => {
+      const s = await client.responses.create({ model: "gpt-test", input: "hi", stream: true });
+      for await (const e of s) if (e.type === "response.completed") return e.response.id;
+      return undefined;
+    };
+    const [r1, r2] = [await responseId(), await responseId()];
+    expect(r1).toMatch(/^resp_fault-/);
+    expect(r1).not.toBe(r2);
+  });
+});

@@ -184,6 +184,10 @@ export const openai: Dialect = {
   },
 };
 
+/** The ids a dialect's stream frames carry, made unique per stream by the server (a client
+ * that merges messages by id, as LangGraph does, must see two answers as two). */
+export const STREAM_IDS = /"(chatcmpl-stream|resp_fault)"/g;
+
 function chunk(model: string, delta: object, finish: string | null) {
   return {
     id: "chatcmpl-stream",

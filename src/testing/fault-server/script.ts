@@ -75,7 +75,9 @@ export interface FaultRule {
   headersDelayMs?: number;
   /** Per output token (streams: per chunk). */
   tokenLatencyMs?: number;
-  /** Streams: send `after` chunks, then stall, cut or send an error event. */
+  /** Streams: send `after` chunks, then stall, cut or send an error event. A JSON answer
+   * under a `stall` or `cut` sends its headers and the first bytes of its body, then stalls
+   * or drops the connection (`after` does not count there; `error` leaves it whole). */
   stream?: StreamFault;
   /** Destroy the connection before answering anything. */
   reset?: boolean;

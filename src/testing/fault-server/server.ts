@@ -13,6 +13,7 @@ import {
   type Dialect,
   defaultErrorName,
   openaiResponses,
+  STREAM_IDS,
 } from "./providers.ts";
 import { ServerRateLimits } from "./ratelimit.ts";
 import { type FaultRule, type FaultScript, parseScript, type Route } from "./script.ts";
@@ -200,6 +201,7 @@ class FaultServerImpl {
   #counts!: Map<Route, number>;
   #scriptAt!: number;
   #stats: FaultStats = emptyStats();
+  #streams = 0;
   #ledger = new SideEffectLedger(this.#stats.tools);
   readonly #conversations = new Conversations();
   #arrivalsLastSecond: number[] = [];
@@ -554,27 +556,29 @@ class FaultServerImpl {
       ...r.limitHeaders,
     });
     this.#bill(input, 0, arrival);
-    for (const f of dialect.start(model, input)) res.write(f);
+    const n = (++this.#streams).toString(36);
+    const write = (f: string) => res.write(f.replace(STREAM_IDS, `"$1-${n}"`));
+    for (const f of dialect.start(model, input)) write(f);
     const { chunks, checkpoint } = this.#chunksOf(r, rule);
     const fault = rule.stream;
     let sent = 0;
     for (const c of chunks) {
       if ("frames" in c) {
-        for (const f of c.frames(model)) res.write(f);
+        for (const f of c.frames(model)) write(f);
         continue;
       }
       if (fault && sent === fault.after) break;
       await sleep(rule.tokenLatencyMs ?? 0, signal);
       sent++;
       this.#bill(0, 1, arrival);
-      res.write(
+      write(
         "piece" in c ? c.piece(model) : dialect.delta(model, c.word, sent, input, checkpoint(sent)),
       );
     }
     if (fault) return this.#fail(res, arrival, dialect, fault, signal);
     const tools = dialect.tool !== undefined && (rule.toolCalls?.length ?? 0) > 0;
     const stop = rule.finish === "length" ? "length" : tools ? "tools" : undefined;
-    for (const f of dialect.end(model, input, sent, r.includeUsage, stop)) res.write(f);
+    for (const f of dialect.end(model, input, sent, r.includeUsage, stop)) write(f);
     settle(this.#stats, arrival, "200");
     res.end();
   }
