@@ -71,7 +71,7 @@ export class AttemptTimeoutError extends Error {
   readonly afterMs: number;
 
   constructor(by: TimeoutCause, afterMs: number) {
-    super(`${by} timeout after ${afterMs} ms`);
+    super(`${by} timeout after ${Math.round(afterMs)} ms`);
     this.by = by;
     this.afterMs = afterMs;
   }
@@ -128,12 +128,14 @@ export class BreakwaterError extends Error {
   readonly partial: PartialResult | undefined;
 
   constructor(reason: GiveUpReason, init: BreakwaterErrorInit = {}, message?: string) {
-    const hint = init.retryAfterMs === undefined ? "" : ` (retry after ${init.retryAfterMs} ms)`;
+    // Whole milliseconds: a wait is said as a person reads it, and kept as it is said.
+    const wait = init.retryAfterMs === undefined ? undefined : Math.ceil(init.retryAfterMs);
+    const hint = wait === undefined ? "" : ` (retry after ${wait} ms)`;
     super(`${message ?? messageOf(reason)}${hint}`, { cause: init.cause });
     this.reason = reason;
     this.ledger = init.ledger;
     this.failure = init.failure;
-    this.retryAfterMs = init.retryAfterMs;
+    this.retryAfterMs = wait;
     this.partial = init.partial;
   }
 }
@@ -223,7 +225,9 @@ export function tagError(
  */
 function outcomeOf(error: unknown): Outcome | BreakwaterError | undefined {
   const seen = new Set<unknown>();
-  for (let e = error; isObj(e) && !seen.has(e) && seen.size < 8; e = get(e, "cause")) {
+  // `lastError`: the AI SDK's RetryError around the error of its last try.
+  const next = (e: object) => get(e, "cause") ?? get(e, "lastError");
+  for (let e = error; isObj(e) && !seen.has(e) && seen.size < 8; e = next(e)) {
     seen.add(e);
     if (isA(e, BreakwaterError)) return e;
     const own = outcomes.get(e);
@@ -240,14 +244,24 @@ export function ledgerOf(error: unknown): Ledger | undefined {
   return outcomeOf(error)?.ledger;
 }
 
-/** Why the policy gave up on the call that threw `error`. */
+/** Why the policy gave up on the call that threw `error`. A request refused before it was
+ * sent (RequestCheckError) is `not-retryable`: it would fail the same way again. */
 export function reasonOf(error: unknown): GiveUpReason | undefined {
-  return outcomeOf(error)?.reason;
+  return outcomeOf(error)?.reason ?? (checkOf(error) ? "not-retryable" : undefined);
+}
+
+/** The RequestCheckError `error` is or carries. */
+function checkOf(error: unknown): RequestCheckError | undefined {
+  for (let e = error, i = 0; isObj(e) && i < 8; e = get(e, "cause"), i++)
+    if (isA(e, RequestCheckError)) return e;
+  return undefined;
 }
 
 /** The failure classification of the last attempt of the call that threw `error`. */
 export function failureOf(error: unknown): Failure | undefined {
-  return outcomeOf(error)?.failure;
+  const own = outcomeOf(error)?.failure;
+  const check = own === undefined ? checkOf(error) : undefined;
+  return check ? { kind: check.kind, retryable: false, code: check.problem } : own;
 }
 
 /** What a stream had delivered when it broke (chunks, usage, and the answer so far when the

@@ -728,7 +728,8 @@ export class Call implements AttemptOwner, GateRequest {
     let thrown = error;
     if (isOwnReason(reason) || error === null || typeof error !== "object") {
       const init = { cause: error, ledger, failure: f, retryAfterMs, partial };
-      thrown = new BreakwaterError(reason, init);
+      const words = reason === "run-deadline" ? shareWords(this.#options?.run) : undefined;
+      thrown = new BreakwaterError(reason, init, words);
     } else {
       tagError(error, reason, ledger, f, partial);
     }
@@ -746,4 +747,11 @@ export class Call implements AttemptOwner, GateRequest {
     }
     throw thrown;
   }
+}
+
+/** A run's deadline reached by the call's share of it, not by the run: say which (rule 6). */
+function shareWords(run: Run | undefined): string | undefined {
+  const left = run?.remainingMs();
+  if (left === undefined || left <= 0) return undefined;
+  return `the call's share of the run's time ran out (${Math.ceil(left)} ms of the run left; new Run({ callShare }) sets the share)`;
 }

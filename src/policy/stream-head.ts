@@ -57,7 +57,7 @@ export async function readHead<C>(
   const opening = Promise.resolve(a.run(open));
   let it: AsyncIterator<C> | undefined;
   try {
-    it = (await a.race(opening))[Symbol.asyncIterator]();
+    it = iteratorOf(await a.race(opening));
     const chunks: C[] = [];
     for (;;) {
       const r = await a.race(it.next());
@@ -102,4 +102,15 @@ function replaying<C>(chunks: readonly C[], rest: AsyncIterator<C> | undefined):
         ? Promise.resolve({ done: true, value: undefined })
         : rest.return(value),
   };
+}
+
+/** The iterator of what an attempt opened: a stream, or a TypeError that says what it got
+ * (a call that is not a stream belongs to `policy.execute`). */
+export function iteratorOf<C>(opened: AsyncIterable<C>): AsyncIterator<C> {
+  const of = (opened as Partial<AsyncIterable<C>> | null)?.[Symbol.asyncIterator];
+  if (typeof of === "function") return of.call(opened);
+  const got = opened === null ? "null" : typeof opened;
+  throw new TypeError(
+    `policy.stream: the attempt must return an async iterable (a stream), got ${got}; for a call that is not a stream, use policy.execute`,
+  );
 }

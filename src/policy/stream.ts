@@ -16,6 +16,7 @@ import {
   closeLate,
   cutsReads,
   type Head,
+  iteratorOf,
   PULL,
   type Pullable,
   pullable,
@@ -471,8 +472,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     try {
       const iterable = await a.race(opening);
       // The consumer left while it opened: what it opened goes with it.
-      if (this.#finished) return closeIterator(iterable[Symbol.asyncIterator]());
-      r.source = iterable[Symbol.asyncIterator]();
+      if (this.#finished) return closeIterator(iteratorOf(iterable));
+      r.source = iteratorOf(iterable);
       r.cuts = cutsReads(r.source);
       r.pulls = pullable(r.source);
       this.#grip.source = r.source;

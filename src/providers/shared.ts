@@ -71,10 +71,20 @@ export function adapterOptions<S extends Spec>(
             owner,
             key,
             value,
-            `given to the policy (${owner}(client, { policy: { ${key}: ... } })): it is a policy option`,
+            `given to the policy (${whereItGoes(owner, key)}): it is a policy option`,
           );
       }
   return parseOptions(owner, spec, options);
+}
+
+/** Where a policy option given to an adapter goes, in the adapter's own call shape. */
+function whereItGoes(owner: string, key: string): string {
+  const policy = `{ policy: { ${key}: ... } }`;
+  if (owner === "callOptions")
+    return "the policy the client is wrapped with; per call, callOptions takes deadlineMs, attemptTimeoutMs, maxAttempts and hedge";
+  if (owner.includes("pi-ai")) return `withBreakwater(pi, ${policy})`;
+  if (owner.endsWith("withBreakwater")) return `${owner}(client, ${policy})`;
+  return `${owner}(${policy})`;
 }
 
 /** The run for one call: the call's own, else the adapter's (its factory's, made now). */

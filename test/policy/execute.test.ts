@@ -376,6 +376,19 @@ describe("policy.execute", () => {
       await clock.advance(8_000);
       const thrown = await driveError(clock, p.execute(slow, { run }));
       expect(reasonOf(thrown)).toBe("run-deadline");
+      expect((thrown as Error).message).toBe("the run's deadline has passed");
+    });
+
+    it("a call cut by its share of the run, with time left in the run, says so", async () => {
+      const clock = new VirtualClock();
+      const run = new Run({ deadlineMs: 2_000, clock, callShare: 0.8 });
+      const p = policy({ clock });
+      const slow = () => clock.sleep(5_000).then(() => "done");
+      const thrown = await driveError(clock, p.execute(slow, { run }));
+      expect(reasonOf(thrown)).toBe("run-deadline");
+      expect((thrown as Error).message).toBe(
+        "the call's share of the run's time ran out (400 ms of the run left; new Run({ callShare }) sets the share)",
+      );
     });
   });
 

@@ -41,6 +41,23 @@ async function collect<C>(clock: VirtualClock, it: AsyncIterable<C>) {
 }
 
 describe("policy.stream", () => {
+  it("over a call that is not a stream: a TypeError that says so, sent once (a bug, not retried)", async () => {
+    const clock = new VirtualClock();
+    let opened = 0;
+    const notAStream = async () => {
+      opened++;
+      return { choices: [] } as never;
+    };
+    for (const hedge of [false, true]) {
+      const { error } = await collect(clock, policy({ clock, hedge }).stream(notAStream));
+      expect(error).toBeInstanceOf(TypeError);
+      expect((error as Error).message).toBe(
+        "policy.stream: the attempt must return an async iterable (a stream), got object; for a call that is not a stream, use policy.execute",
+      );
+    }
+    expect(opened).toBe(2);
+  });
+
   it("a failure before the first chunk is retried; the consumer sees one clean answer", async () => {
     const clock = new VirtualClock();
     const p = policy({ clock, usage: undefined });

@@ -52,6 +52,31 @@ describe("every adapter's options are checked when it is made", () => {
   });
 
   it.each([
+    [
+      "breakwaterMiddleware",
+      () => breakwaterMiddleware({ maxAttempts: 2 } as never),
+      "(breakwaterMiddleware({ policy: { maxAttempts: ... } }))",
+    ],
+    [
+      "guardedFetch",
+      () => guardedFetch({ maxAttempts: 2 } as never),
+      "(guardedFetch({ policy: { maxAttempts: ... } }))",
+    ],
+    [
+      "openai.withBreakwater",
+      () => openai(oa(), { backoff: {} } as never),
+      "(openai.withBreakwater(client, { policy: { backoff: ... } }))",
+    ],
+    [
+      "callOptions",
+      () => callOptions({ backoff: {} } as never),
+      "the policy the client is wrapped with; per call, callOptions takes deadlineMs",
+    ],
+  ])("%s: where a policy option goes is said in the call's own shape", (_, make, shape) => {
+    expect((thrown(make) as Error).message).toContain(shape);
+  });
+
+  it.each([
     ["openai.withBreakwater", () => openai(oa(), { contination: true } as never)],
     ["anthropic.withBreakwater", () => anthropic(an(), { timeoutMs: 5 } as never)],
     ["callOptions", () => callOptions({ runn: new Run() } as never)],
