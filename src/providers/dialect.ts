@@ -56,6 +56,20 @@ export interface Dialect extends CheckDialect {
   effect?(method: string, url: string, body: unknown): Effect;
 }
 
+const isObj = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === "object";
+
+/** A 2xx JSON answer that is an error (`{ "error": { ... } }`, as gateways and some
+ * providers send): its body, else undefined. An answer that carries one (choices, output,
+ * candidates, content) is an answer, whatever else it says. */
+export function errorBodyOf(json: unknown): Record<string, unknown> | undefined {
+  if (!isObj(json) || !isObj(json.error)) return undefined;
+  for (const key of ["choices", "output", "candidates", "content", "data"]) {
+    const v = json[key];
+    if (Array.isArray(v) ? v.length > 0 : v !== undefined && v !== null) return undefined;
+  }
+  return json;
+}
+
 /** A URL without its query: what the dialects' readings go by (every request asks). */
 export function pathOf(url: string): string {
   const q = url.indexOf("?");

@@ -22,8 +22,10 @@ import {
   type AttemptContext,
   type CallOptions,
   ConfigError,
+  classify,
   type Effect,
   type ExecuteOptions,
+  type FailureKind,
   failureOf,
   type GuardedStream,
   HttpError,
@@ -61,7 +63,7 @@ import {
   streamChecks,
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
-import { answeringModel, type Dialect, requestModel } from "./dialect.ts";
+import { answeringModel, type Dialect, errorBodyOf, requestModel } from "./dialect.ts";
 import { sniffDialect } from "./dialects/sniff.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
@@ -224,7 +226,34 @@ class UpstreamAnswer extends HttpError {
   static async read(res: Response): Promise<UpstreamAnswer> {
     return new UpstreamAnswer(res, await res.text().catch(() => ""));
   }
+
+  /** A 2xx answer whose body is an error, as the non-2xx answer it stands for: the status
+   * its error says (a 429 for a rate limit, 503 for an overload, 500 when it says nothing
+   * known), so every gate counts a failure, the policy retries what is transient, and the
+   * SDK, handed it on a give-up, raises its own error of that class. */
+  static inBody(res: Response, text: string, body: Record<string, unknown>): UpstreamAnswer {
+    const status = STATUS_OF_KIND[classify({ error: body.error }).kind] ?? 500;
+    const as = new Response(null, {
+      status,
+      statusText: "error in a 2xx body",
+      headers: res.headers,
+    });
+    return new UpstreamAnswer(as, text);
+  }
 }
+
+/** The status an error in a 2xx body stands for, by what its error says. */
+const STATUS_OF_KIND: Partial<Record<FailureKind, number>> = {
+  rate_limited: 429,
+  quota_exhausted: 429,
+  overloaded: 503,
+  timeout: 504,
+  auth: 401,
+  not_found: 404,
+  invalid_request: 400,
+  context_exceeded: 400,
+  content_filtered: 400,
+};
 
 /** A provider's error event inside a 200 stream, with the event as it came. */
 class InBandEvent extends Error {
@@ -794,6 +823,8 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
       // parsed here (it would parse the same text).
       const text = await res.text();
       const json = safeJson(text);
+      const error = errorBodyOf(json);
+      if (error !== undefined) throw UpstreamAnswer.inBody(res, text, error);
       const model = answeringModel(dialect, json);
       if (model !== undefined) ctx.answeredBy(model);
       return { res: new ReadResponse(text, res, json), usage: dialect.usage?.(json), json };

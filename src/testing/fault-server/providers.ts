@@ -64,6 +64,21 @@ export function defaultErrorName(status: number): ErrorName {
   return "bad_request";
 }
 
+/** The status each named error stands for: what its body says when it comes in a 200. */
+export const ERROR_STATUS: Record<ErrorName, number> = {
+  context_length: 400,
+  insufficient_quota: 429,
+  rate_limit: 429,
+  overloaded: 503,
+  auth: 401,
+  permission: 403,
+  not_found: 404,
+  timeout: 504,
+  conflict: 409,
+  server_error: 500,
+  bad_request: 400,
+};
+
 export const DEFAULT_MESSAGES: Record<ErrorName, string> = {
   context_length:
     "This model's maximum context length is 128000 tokens; your messages resulted in 250000 tokens.",

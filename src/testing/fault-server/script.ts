@@ -60,7 +60,8 @@ export interface FaultRule {
   window?: [number, number];
   probability?: number;
   times?: number;
-  /** Answer this HTTP status in the provider's own error shape. */
+  /** Answer this HTTP status in the provider's own error shape. A 2xx with `error` (a JSON
+   * request): that error's body under the 2xx, as gateways and some providers send it. */
   status?: number;
   error?: ErrorName;
   message?: string;

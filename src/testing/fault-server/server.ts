@@ -12,6 +12,7 @@ import {
   DIALECTS,
   type Dialect,
   defaultErrorName,
+  ERROR_STATUS,
   openaiResponses,
   STREAM_IDS,
 } from "./providers.ts";
@@ -424,7 +425,9 @@ class FaultServerImpl {
       if (r.route === "tools") return await this.#tool(r, res, arrival, rule, signal);
       this.#appendTurn(r, rule);
       await sleep(rule.headersDelayMs ?? 0, signal);
-      if (rule.status !== undefined && rule.status >= 400)
+      // A 2xx with `error`: the error's body in a success status, as gateways send it.
+      const inBody = rule.error !== undefined && !r.stream && rule.status! < 300;
+      if (rule.status !== undefined && (rule.status >= 400 || inBody))
         return this.#error(r, res, arrival, rule);
       if (r.extra) return this.#extra(r, r.extra, res, arrival);
       if (r.stream) return await this.#stream(r, res, arrival, rule, signal);
@@ -475,13 +478,14 @@ class FaultServerImpl {
     const status = rule.status!;
     const name = rule.error ?? defaultErrorName(status);
     const message = rule.message ?? DEFAULT_MESSAGES[name];
+    const says = status < 300 ? ERROR_STATUS[name] : status; // what the body's own codes say
     const body =
       r.route === "tools"
         ? {
             status: "error",
             error: { code: toolCode(status), message, retryable: status === 429 || status >= 500 },
           }
-        : r.dialect!.error(status, name, message, rule.retryAfter);
+        : r.dialect!.error(says, name, message, rule.retryAfter);
     settle(this.#stats, arrival, String(status));
     this.#send(res, status, body, { ...r.limitHeaders, ...this.#errorHeaders(rule) });
   }
