@@ -255,6 +255,15 @@ const STATUS_OF_KIND: Partial<Record<FailureKind, number>> = {
   content_filtered: 400,
 };
 
+/** A stream event that is not JSON: a server failure to the classifier; not an event to
+ * hand the SDK (its body errors instead). */
+class MalformedEvent extends Error {
+  readonly error = { type: "server_error", code: "malformed_event" };
+  constructor() {
+    super("a stream event that is not JSON");
+  }
+}
+
 /** A provider's error event inside a 200 stream, with the event as it came. */
 class InBandEvent extends Error {
   readonly raw: string;
@@ -915,6 +924,9 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     [SHOWN]: eventsOf,
     // A run matched no mark: it holds no error.
     inspect: (e) => {
+      // Data that is not JSON: the provider's answer broke (a proxy's page, a broken
+      // encoder), a server failure, not the SDK's SyntaxError on a stream counted a success.
+      if (dialect && e.malformed) return new MalformedEvent();
       if (e instanceof SseRun || either?.test(e.raw) === false) {
         quiet = e;
         return undefined;

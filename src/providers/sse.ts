@@ -46,6 +46,26 @@ export class SseEvent {
     return [this];
   }
 
+  /** Whether its data is not JSON where a JSON stream sends JSON: data that does not start
+   * like JSON (`[DONE]` and an event without data are not this), or that did not parse when
+   * it was parsed. Reads the text, not the fields: cheap for every event. */
+  get malformed(): boolean {
+    if (this.#parsed) return this.#json === undefined && !["", "[DONE]"].includes(this.data.trim());
+    const raw = this.raw;
+    let at: number;
+    if (raw.startsWith("data:")) at = 5;
+    else {
+      const line = raw.indexOf("\ndata:");
+      if (line === -1) return false; // no data: a comment, a keepalive
+      at = line + 6;
+    }
+    if (raw.charCodeAt(at) === 32) at++;
+    const c = raw.charCodeAt(at);
+    // { [ , an empty data line, or nothing more
+    if (c === 123 || c === 91 || c === 10 || c === 13 || Number.isNaN(c)) return false;
+    return !raw.startsWith("[DONE]", at);
+  }
+
   /** The data parsed as JSON; undefined when it is not JSON (a comment, `[DONE]`). */
   get json(): unknown {
     if (!this.#parsed) {
@@ -67,6 +87,9 @@ export class SseEvent {
  * into events only when asked (the answer so far, the checks at the end). Most of a
  * stream's chunks come this way.
  */
+const DATA = Buffer.from("data:");
+const DONE_BYTES = Buffer.from("[DONE]");
+
 export class SseRun {
   /** The read's bytes, as they came. */
   readonly bytes: Uint8Array;
@@ -79,6 +102,20 @@ export class SseRun {
   /** Its text (decoded on each ask: a run keeps no text of its own). */
   get raw(): string {
     return WHOLE.decode(this.bytes);
+  }
+
+  /** Whether one of its events' data is not JSON (as `SseEvent.malformed` reads it): each
+   * `data:` found natively in the bytes, the byte after it looked at. */
+  get malformed(): boolean {
+    const b = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
+    for (let i = b.indexOf(DATA); i !== -1; i = b.indexOf(DATA, i + 5)) {
+      let at = i + 5;
+      if (b[at] === 32) at++;
+      const c = b[at];
+      if (c === undefined || c === 123 || c === 91 || c === 10 || c === 13) continue;
+      if (b.indexOf(DONE_BYTES, at) !== at) return true;
+    }
+    return false;
   }
 
   /** The events in it, in order (split once, when first asked). */

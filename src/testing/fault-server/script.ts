@@ -37,8 +37,10 @@ export const ERROR_NAMES: readonly ErrorName[] = [
 export interface StreamFault {
   /** Content chunks sent before the fault. */
   after: number;
-  /** "stall": send nothing more; "cut": drop the connection; "error": an in-band error event. */
-  action: "stall" | "cut" | "error";
+  /** "stall": send nothing more; "cut": drop the connection; "error": an in-band error
+   * event; "garbage": an event whose data is not JSON (a proxy's page, a broken encoder),
+   * then the end of the body. */
+  action: "stall" | "cut" | "error" | "garbage";
   /** The in-band error's name (default "overloaded"). */
   error?: ErrorName;
   /** "stall": keep the connection warm with the provider's keepalive (Anthropic's `ping`
@@ -136,7 +138,7 @@ const seconds = (min: number, max: number) => opt.num({ min, max });
 /** The one table of a stream fault's fields. */
 const STREAM = {
   after: opt.int({ default: 0 }),
-  action: opt.oneOf(["stall", "cut", "error"] as const),
+  action: opt.oneOf(["stall", "cut", "error", "garbage"] as const),
   error: opt.oneOf(ERROR_NAMES),
   keepaliveMs: seconds(10, 60_000),
 };

@@ -627,6 +627,9 @@ class FaultServerImpl {
       const name = fault.error ?? "overloaded";
       settle(this.#stats, arrival, "error-event");
       res.end(dialect.inBand(name, DEFAULT_MESSAGES[name]));
+    } else if (fault.action === "garbage") {
+      settle(this.#stats, arrival, "garbage");
+      res.end("data: <html>502 Bad Gateway</html>\n\n");
     } else {
       settle(this.#stats, arrival, "stall");
       if (fault.keepaliveMs !== undefined)
