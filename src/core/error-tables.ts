@@ -96,10 +96,14 @@ export const NETWORK_CODES: ReadonlyMap<string, FailureKind> = new Map(
     ENETDOWN: "transport",
     UND_ERR_SOCKET: "transport",
     UND_ERR_CLOSED: "transport",
+    // A body cut short under `Connection: close`: fewer bytes than its Content-Length.
+    UND_ERR_RES_CONTENT_LENGTH_MISMATCH: "transport",
     ERR_STREAM_PREMATURE_CLOSE: "transport",
     ERR_HTTP2_STREAM_ERROR: "transport",
     ERR_HTTP2_GOAWAY_SESSION: "transport",
     ERR_HTTP2_SESSION_ERROR: "transport",
+    ERR_HTTP2_STREAM_CANCEL: "transport",
+    ERR_HTTP2_INVALID_SESSION: "transport",
     ETIMEDOUT: "timeout",
     UND_ERR_CONNECT_TIMEOUT: "timeout",
     UND_ERR_HEADERS_TIMEOUT: "timeout",
@@ -127,6 +131,10 @@ export const CLASS_KINDS: ReadonlyMap<string, FailureKind> = new Map(
     APIConnectionError: "transport",
     ConnectionError: "transport",
     FetchError: "transport",
+    // undici: a response the wire broke (a chunked body cut mid-chunk under `Connection:
+    // close`), or fewer bytes than its Content-Length.
+    HTTPParserError: "transport",
+    ResponseContentLengthMismatchError: "transport",
   } satisfies Record<string, FailureKind>),
 );
 
