@@ -12,6 +12,11 @@ export interface Dialect extends CheckDialect {
   isContent(json: unknown, event: SseEvent): boolean;
   /** The provider's error inside a 200 stream, as an error to classify. */
   inBand?(json: unknown, event: SseEvent): unknown;
+  /** After content, an in-band error event reaches the SDK as it came (the SDK raises its
+   * own error, and reads the call's outcome off the answer's headers); `false` for an SDK
+   * whose error keeps no headers (@google/genai): the body errors instead, with breakwater's
+   * error. Default: true. */
+  handsOnInBand?: boolean;
   /** Changes a streaming request's JSON body before it is sent (the usage chunk of an OpenAI
    * stream). */
   prepare?(url: string, body: Record<string, unknown>): Record<string, unknown> | undefined;

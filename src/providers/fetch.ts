@@ -979,6 +979,7 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
     // own error); any other failure errors the body.
     failed: async (error) => {
       tagged(outer, error);
+      if (c.dialect?.handsOnInBand === false) return undefined;
       return answerOf(error, res.headers)?.text();
     },
     // Only a stream its consumer read to the end is an answer to record: one stopped

@@ -1,6 +1,6 @@
 import { ApiError, GoogleGenAI } from "@google/genai";
 import { describe, expect, it } from "vitest";
-import { type BreakwaterError, reasonOf } from "../../src/core/errors.ts";
+import { BreakwaterError, failureOf, reasonOf } from "../../src/core/errors.ts";
 import { withBreakwater } from "../../src/providers/google.ts";
 import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
@@ -82,7 +82,13 @@ describe("breakwater/google against the fault server", () => {
       (await ai.models.generateContentStream(params)) as AsyncIterable<Chunk>,
     );
     expect(text(broken.chunks)).toBe("The fault ");
-    expect(broken.error).toBeInstanceOf(ApiError); // the SDK's own, from the error chunk
+    // Breakwater's, with the reason on it: the SDK's ApiError from the chunk keeps no headers
+    // to read the call's outcome from.
+    expect(broken.error).toBeInstanceOf(BreakwaterError);
+    expect([reasonOf(broken.error), failureOf(broken.error)?.kind]).toEqual([
+      "stream-interrupted",
+      "overloaded",
+    ]);
     expect(gaveUp.map((e) => [e.reason, e.failure?.kind])).toEqual([
       ["stream-interrupted", "overloaded"],
     ]);

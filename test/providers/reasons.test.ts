@@ -11,6 +11,7 @@ import { withBreakwater as anthropicAdapter } from "../../src/providers/anthropi
 import { withBreakwater as googleAdapter } from "../../src/providers/google.ts";
 import { withBreakwater as langchainAdapter } from "../../src/providers/langchain.ts";
 import { withBreakwater as openaiAdapter } from "../../src/providers/openai.ts";
+import { Run } from "../../src/run/run.ts";
 import type { FaultScript } from "../../src/testing/fault-server/script.ts";
 import { testPolicy, useFaultServer } from "./fixture.ts";
 
@@ -43,6 +44,16 @@ const ENDINGS = {
     reason: "stream-interrupted",
     attempts: 1,
   },
+  "an in-band error after content": {
+    script: { rules: [{ stream: { after: 3, action: "error", error: "server_error" } }] },
+    reason: "stream-interrupted",
+    attempts: 1,
+  },
+  "a local refusal (the run's deadline has passed)": {
+    script: {},
+    reason: "run-deadline",
+    attempts: 0,
+  },
 } satisfies Record<string, { script: FaultScript; reason: string; attempts: number }>;
 type Ending = keyof typeof ENDINGS;
 
@@ -54,17 +65,24 @@ function callSignal(ending: Ending): AbortSignal | undefined {
   return c.signal;
 }
 
-/** The policy of each case: a 400 ms deadline for the deadline case. */
+/** The policy of each case: a 400 ms deadline for the deadline case; for the local refusal,
+ * a run whose deadline has passed (refused before anything is sent). */
 const policyFor = (ending: Ending) =>
   testPolicy(ending === "deadline" ? { deadlineMs: 400 } : {}).p;
+const streams = (ending: Ending) =>
+  ending === "stream interrupted" || ending === "an in-band error after content";
+/** The local refusal's run: its 1 ms deadline passed before the call (set by each test). */
+let spent: Run | undefined;
+const runFor = (ending: Ending) => (ending.startsWith("a local refusal") ? { run: spent } : {});
 
 /** One call through each adapter; a stream is read to its end. Rejects as the SDK does. */
 const ADAPTERS: Record<string, (ending: Ending) => Promise<unknown>> = {
   async openai(ending) {
     const client = openaiAdapter(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "t" }), {
       policy: policyFor(ending),
+      ...runFor(ending),
     });
-    const stream = ending === "stream interrupted";
+    const stream = streams(ending);
     const signal = callSignal(ending);
     const r = await client.chat.completions.create(
       { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], stream } as never,
@@ -75,8 +93,9 @@ const ADAPTERS: Record<string, (ending: Ending) => Promise<unknown>> = {
   async anthropic(ending) {
     const client = anthropicAdapter(new Anthropic({ baseURL: fs.server.url, apiKey: "t" }), {
       policy: policyFor(ending),
+      ...runFor(ending),
     });
-    const stream = ending === "stream interrupted";
+    const stream = streams(ending);
     const signal = callSignal(ending);
     const r = await client.messages.create(
       {
@@ -95,7 +114,7 @@ const ADAPTERS: Record<string, (ending: Ending) => Promise<unknown>> = {
         apiKey: "AIza-test-0000000000000000",
         httpOptions: { baseUrl: fs.server.url },
       }),
-      { policy: policyFor(ending) },
+      { policy: policyFor(ending), ...runFor(ending) },
     );
     const signal = callSignal(ending);
     const params = {
@@ -103,19 +122,18 @@ const ADAPTERS: Record<string, (ending: Ending) => Promise<unknown>> = {
       contents: "hi",
       ...(signal && { config: { abortSignal: signal } }),
     };
-    if (ending === "stream interrupted")
-      for await (const _ of await ai.models.generateContentStream(params));
+    if (streams(ending)) for await (const _ of await ai.models.generateContentStream(params));
     else await ai.models.generateContent(params);
   },
   async "ai-sdk"(ending) {
     const provider = createOpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "t" });
     const model = wrapLanguageModel({
       model: provider.chat("gpt-4o-mini"),
-      middleware: breakwaterMiddleware({ policy: policyFor(ending) }),
+      middleware: breakwaterMiddleware({ policy: policyFor(ending), ...runFor(ending) }),
     });
     const signal = callSignal(ending);
     const options = { model, prompt: "hi", maxRetries: 0, ...(signal && { abortSignal: signal }) };
-    if (ending !== "stream interrupted") return generateText(options);
+    if (!streams(ending)) return generateText(options);
     let failure: unknown;
     const r = streamText({ ...options, onError: ({ error }) => void (failure = error) });
     for await (const _ of r.fullStream);
@@ -128,10 +146,10 @@ const ADAPTERS: Record<string, (ending: Ending) => Promise<unknown>> = {
         apiKey: "t",
         configuration: { baseURL: `${fs.server.url}/v1` },
       }),
-      { policy: policyFor(ending) },
+      { policy: policyFor(ending), ...runFor(ending) },
     );
     const signal = callSignal(ending);
-    if (ending === "stream interrupted") {
+    if (streams(ending)) {
       for await (const _ of await model.stream("hi", signal ? { signal } : undefined));
     } else await model.invoke("hi", signal ? { signal } : undefined);
   },
@@ -146,6 +164,8 @@ const CLASSES: Record<string, Record<Ending, string>> = {
     "attempts exhausted": "InternalServerError",
     "not retryable": "BadRequestError",
     "stream interrupted": "BreakwaterError",
+    "an in-band error after content": "APIError",
+    "a local refusal (the run's deadline has passed)": "APIConnectionError",
   },
   anthropic: {
     deadline: "APIConnectionTimeoutError",
@@ -153,6 +173,8 @@ const CLASSES: Record<string, Record<Ending, string>> = {
     "attempts exhausted": "ServiceUnavailableError",
     "not retryable": "BadRequestError",
     "stream interrupted": "BreakwaterError",
+    "an in-band error after content": "APIError",
+    "a local refusal (the run's deadline has passed)": "APIConnectionError",
   },
   google: {
     deadline: "BreakwaterError",
@@ -160,6 +182,8 @@ const CLASSES: Record<string, Record<Ending, string>> = {
     "attempts exhausted": "ApiError",
     "not retryable": "ApiError",
     "stream interrupted": "BreakwaterError",
+    "an in-band error after content": "BreakwaterError",
+    "a local refusal (the run's deadline has passed)": "BreakwaterError",
   },
   "ai-sdk": {
     deadline: "BreakwaterError",
@@ -167,6 +191,8 @@ const CLASSES: Record<string, Record<Ending, string>> = {
     "attempts exhausted": "APICallError",
     "not retryable": "APICallError",
     "stream interrupted": "BreakwaterError",
+    "an in-band error after content": "BreakwaterError",
+    "a local refusal (the run's deadline has passed)": "BreakwaterError",
   },
   langchain: {
     deadline: "BreakwaterError",
@@ -174,6 +200,8 @@ const CLASSES: Record<string, Record<Ending, string>> = {
     "attempts exhausted": "InternalServerError",
     "not retryable": "BadRequestError",
     "stream interrupted": "BreakwaterError",
+    "an in-band error after content": "BreakwaterError",
+    "a local refusal (the run's deadline has passed)": "BreakwaterError",
   },
 };
 
@@ -185,6 +213,8 @@ describe("every way a call ends, through every adapter: reasonOf and ledgerOf on
     ][])
       it(`${adapter}: ${ending}`, async () => {
         fs.script(expected.script);
+        spent = new Run({ deadlineMs: 1 });
+        await new Promise((r) => setTimeout(r, 5));
         const error = await call(ending).then(
           () => undefined,
           (e: unknown) => e,

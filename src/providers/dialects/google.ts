@@ -59,4 +59,5 @@ export const googleDialect: Dialect = {
   },
   isContent: (json) => isGoogleContent(json),
   inBand: (json) => (isObject(json) && isObject(json.error) ? { error: json.error } : undefined),
+  handsOnInBand: false, // its ApiError keeps no headers: the outcome goes on breakwater's error
 };
