@@ -226,3 +226,35 @@ describe("every way a call ends, through every adapter: reasonOf and ledgerOf on
         expect(ledgerOf(error)?.attempts.length, `ledgerOf on ${name}`).toBe(expected.attempts);
       });
 });
+
+describe("the .stream() helpers: the SDK's classes, the reason on each", () => {
+  it.each([
+    ["cut", "OpenAIError", "AnthropicError"],
+    ["error", "APIError", "APIError"],
+  ] as const)("a stream %s after content", async (action, openaiClass, anthropicClass) => {
+    fs.script({ rules: [{ stream: { after: 3, action } }] });
+    const oa = openaiAdapter(new OpenAI({ baseURL: `${fs.server.url}/v1`, apiKey: "t" }), {
+      policy: testPolicy().p,
+    });
+    const messages = [{ role: "user" as const, content: "hi" }];
+    const e = await oa.chat.completions
+      .stream({ model: "m", messages })
+      .finalChatCompletion()
+      .catch((x: unknown) => x);
+    expect([(e as Error).constructor.name, reasonOf(e)]).toEqual([
+      openaiClass,
+      "stream-interrupted",
+    ]);
+    const an = anthropicAdapter(new Anthropic({ baseURL: fs.server.url, apiKey: "t" }), {
+      policy: testPolicy().p,
+    });
+    const f = await an.messages
+      .stream({ model: "m", max_tokens: 9, messages })
+      .finalMessage()
+      .catch((x: unknown) => x);
+    expect([(f as Error).constructor.name, reasonOf(f)]).toEqual([
+      anthropicClass,
+      "stream-interrupted",
+    ]);
+  });
+});
