@@ -32,6 +32,9 @@ export interface AttemptRecord {
   /** In a hedge race: whether this attempt showed content first ("won") or was cut
    * because another did ("lost"; its estimated cost is wasted). */
   readonly hedged?: "won" | "lost";
+  /** `usage` is breakwater's estimate (a stream cut before the provider said what it
+   * billed): the prompt as the limiter estimated it, the text shown at ~4 characters a token. */
+  readonly usageEstimated?: true;
 }
 
 /**

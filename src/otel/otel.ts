@@ -359,8 +359,10 @@ function recordTokens(
     m.wasted.add(wasted.inputTokens, { ...attrs, "gen_ai.token.type": "input" });
   if (wasted.outputTokens > 0)
     m.wasted.add(wasted.outputTokens, { ...attrs, "gen_ai.token.type": "output" });
-  const total = billed.inputTokens + billed.outputTokens;
-  if (total > 0) m.billed.add(total, attrs);
+  if (billed.inputTokens > 0)
+    m.billed.add(billed.inputTokens, { ...attrs, "gen_ai.token.type": "input" });
+  if (billed.outputTokens > 0)
+    m.billed.add(billed.outputTokens, { ...attrs, "gen_ai.token.type": "output" });
   const cost = ledger.cost?.billed;
   if (cost !== undefined && cost > 0) m.cost.add(cost, attrs);
 }

@@ -201,6 +201,9 @@ export class Attempt implements AbortWatcher, OuterAttempt {
   /** What layers under this attempt said they spent (a wrapped client's request). */
   spent: { inputTokens: number; outputTokens: number } | undefined;
 
+  /** Its usage is breakwater's estimate: the provider said nothing of it. */
+  usageEstimated = false;
+
   /** A request sent under this attempt changes state on the server (rule 20). */
   unsafe = false;
 

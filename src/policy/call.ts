@@ -636,13 +636,29 @@ export class Call implements AttemptOwner, GateRequest {
     this.#o.hedge?.heard(f, this.#o.clock.now());
     this.#lastError = error;
     this.#lastFailure = f;
-    const usage = more.usage ?? a?.spent;
+    const usage = more.usage ?? a?.spent ?? this.#estimate(more.partial, a);
     a?.end(
       usage === undefined ? { how: "failed", failure: f } : { how: "failed", failure: f, usage },
     );
     this.#record("failed", f, fullUsage(usage), a);
     this.#partial = more.partial;
     return f;
+  }
+
+  /** What a stream cut after content cost when it said nothing of it (rule 7): the prompt
+   * (the limiter's estimate of it) and the text shown, about 4 characters a token; marked
+   * as an estimate in the ledger. Never 0 for a request the provider answered. */
+  #estimate(
+    partial: PartialResult | undefined,
+    a: Attempt | undefined,
+  ): Partial<Usage> | undefined {
+    if (a === undefined || partial === undefined || partial.chunks.length === 0) return undefined;
+    const said = partial.usage;
+    const inputTokens = said?.inputTokens || this.cost.inputTokens || 0;
+    const outputTokens = said?.outputTokens || Math.ceil((partial.answer?.text.length ?? 0) / 4);
+    if (inputTokens + outputTokens === 0) return undefined;
+    a.usageEstimated = true;
+    return { inputTokens, outputTokens };
   }
 
   #state(f: Failure, more: FailOptions): RetryState {
@@ -700,6 +716,7 @@ export class Call implements AttemptOwner, GateRequest {
     if (f) a.failure = f;
     if (usage) a.usage = usage;
     if (of?.raced !== undefined) a.hedged = of.raced;
+    if (of?.usageEstimated) a.usageEstimated = true;
     if (of?.hedge) a.hedge = true;
     const answeredBy = of?.responseModel;
     if (answeredBy !== undefined) a.responseModel = answeredBy;

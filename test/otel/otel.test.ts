@@ -330,6 +330,12 @@ describe("breakwater/otel with the real openai client on the fault server", () =
       );
     const usage = fresh("gen_ai.client.token.usage");
     expect(usage.map((p) => p.attributes["gen_ai.token.type"]).sort()).toEqual(["input", "output"]);
+    // Billed tokens by type too: a sum over types would hide what a retry costs in prompts.
+    const billed = fresh("breakwater.tokens.billed");
+    expect(billed.map((p) => p.attributes["gen_ai.token.type"]).sort()).toEqual([
+      "input",
+      "output",
+    ]);
     for (const p of usage)
       expect(p.attributes).toMatchObject({
         "gen_ai.operation.name": "chat",
