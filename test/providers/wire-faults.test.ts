@@ -1,9 +1,14 @@
 import { createServer, type Server, type Socket } from "node:net";
+import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import { generateText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { failureOf, reasonOf } from "../../src/core/errors.ts";
+import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater as anthropicWith } from "../../src/providers/anthropic.ts";
+import { withBreakwater as googleWith } from "../../src/providers/google.ts";
 import { withBreakwater as openaiWith } from "../../src/providers/openai.ts";
 import { testPolicy } from "./fixture.ts";
 
@@ -92,12 +97,33 @@ const ADAPTERS = {
   },
 };
 const NAMES = Object.keys(ADAPTERS) as (keyof typeof ADAPTERS)[];
-const cases = NAMES.flatMap((a) => Object.keys(JSON_FAULTS).map((f) => [a, f] as const));
+
+/** JSON calls of the adapters that read no stream here: @google/genai (through the fetch
+ * layer) and the AI SDK (its provider's own fetch, under the middleware). */
+const JSON_ONLY: Record<string, (base: string) => Promise<unknown>> = {
+  google: (base) =>
+    googleWith(new GoogleGenAI({ apiKey: "k", httpOptions: { baseUrl: base } }), {
+      policy: testPolicy().p,
+    }).models.generateContent({ model: "gemini-test", contents: "hi" }),
+  "AI SDK": (base) =>
+    generateText({
+      model: wrapLanguageModel({
+        model: createOpenAI({ baseURL: `${base}/v1`, apiKey: "k" }).chat("m"),
+        middleware: breakwaterMiddleware({ policy: testPolicy().p }),
+      }),
+      prompt: "hi",
+    }),
+};
+const jsonCall = (adapter: string) =>
+  adapter in ADAPTERS ? ADAPTERS[adapter as keyof typeof ADAPTERS].json : JSON_ONLY[adapter]!;
+const cases = [...NAMES, ...Object.keys(JSON_ONLY)].flatMap((a) =>
+  Object.keys(JSON_FAULTS).map((f) => [a, f] as const),
+);
 
 describe("a body cut short on the wire is transport, and retried", () => {
   it.each(cases)("%s JSON, %s: 3 attempts, transport", async (adapter, fault) => {
     const base = await wire(JSON_FAULTS[fault]!);
-    const e = await ADAPTERS[adapter].json(base).catch((x: unknown) => x);
+    const e = await jsonCall(adapter)(base).catch((x: unknown) => x);
     expect([reasonOf(e), failureOf(e)?.kind, accepted]).toEqual([
       "attempts-exhausted",
       "transport",
