@@ -425,10 +425,7 @@ class FaultServerImpl {
       if (r.route === "tools") return await this.#tool(r, res, arrival, rule, signal);
       this.#appendTurn(r, rule);
       await sleep(rule.headersDelayMs ?? 0, signal);
-      // A 2xx with `error`: the error's body in a success status, as gateways send it.
-      const inBody = rule.error !== undefined && !r.stream && rule.status! < 300;
-      if (rule.status !== undefined && (rule.status >= 400 || inBody))
-        return this.#error(r, res, arrival, rule);
+      if (answersError(r, rule)) return this.#error(r, res, arrival, rule);
       if (r.extra) return this.#extra(r, r.extra, res, arrival);
       if (r.stream) return await this.#stream(r, res, arrival, rule, signal);
       return await this.#json(r, res, arrival, rule, signal);
@@ -881,4 +878,11 @@ export async function startFaultServer(options: FaultServerOptions = {}): Promis
     resetStats: () => impl.resetStats(),
     close: () => impl.close(),
   };
+}
+
+/** Whether a rule answers an error: a 4xx or 5xx status, or a 2xx with `error` for a JSON
+ * request (the error's body in a success status, as gateways send it). */
+function answersError(r: Request, rule: FaultRule): boolean {
+  if (rule.status === undefined) return false;
+  return rule.status >= 400 || (rule.error !== undefined && !r.stream && rule.status < 300);
 }
