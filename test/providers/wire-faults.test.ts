@@ -6,6 +6,7 @@ import { generateText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { failureOf, reasonOf } from "../../src/core/errors.ts";
+import { policy } from "../../src/policy/policy.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater as anthropicWith } from "../../src/providers/anthropic.ts";
 import { withBreakwater as googleWith } from "../../src/providers/google.ts";
@@ -171,4 +172,32 @@ describe("a body cut short on the wire is transport, and retried", () => {
       }
     },
   );
+});
+
+describe("under load", () => {
+  it("200 calls at once, 30% of answers cut short under Connection: close: nearly all answered (68% when a cut was unknown)", async () => {
+    let seed = 7;
+    const cut = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 < 0.3;
+    const body = JSON.stringify({
+      id: "c",
+      object: "chat.completion",
+      created: 1,
+      model: "m",
+      choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+    });
+    const base = await wire((s) => {
+      const h = head("application/json", `content-length: ${body.length}\r\n`);
+      if (!cut()) return void s.end(h + body);
+      s.write(h + body.slice(0, 20));
+      later(s, "reset");
+    });
+    const p = policy({ backoff: { baseMs: 20, capMs: 100 } }); // the defaults' budget and admission
+    const c = openaiWith(new OpenAI({ baseURL: `${base}/v1`, apiKey: "k" }), { policy: p });
+    const calls = Array.from({ length: 200 }, () =>
+      c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] }),
+    );
+    const answered = (await Promise.allSettled(calls)).filter((r) => r.status === "fulfilled");
+    expect(answered.length).toBeGreaterThanOrEqual(180); // 194 on this machine; 136 before
+    expect(accepted).toBeGreaterThan(200); // the cut ones were sent again
+  });
 });
