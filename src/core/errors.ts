@@ -225,9 +225,7 @@ export function tagError(
  */
 function outcomeOf(error: unknown): Outcome | BreakwaterError | undefined {
   const seen = new Set<unknown>();
-  // `lastError`: the AI SDK's RetryError around the error of its last try.
-  const next = (e: object) => get(e, "cause") ?? get(e, "lastError");
-  for (let e = error; isObj(e) && !seen.has(e) && seen.size < 8; e = next(e)) {
+  for (let e = error; isObj(e) && !seen.has(e) && seen.size < 8; e = carried(e)) {
     seen.add(e);
     if (isA(e, BreakwaterError)) return e;
     const own = outcomes.get(e);
@@ -250,9 +248,12 @@ export function reasonOf(error: unknown): GiveUpReason | undefined {
   return outcomeOf(error)?.reason ?? (checkOf(error) ? "not-retryable" : undefined);
 }
 
+/** What an error carries: its `cause`, or the AI SDK's RetryError's last try. */
+const carried = (e: object): unknown => get(e, "cause") ?? get(e, "lastError");
+
 /** The RequestCheckError `error` is or carries. */
 function checkOf(error: unknown): RequestCheckError | undefined {
-  for (let e = error, i = 0; isObj(e) && i < 8; e = get(e, "cause"), i++)
+  for (let e = error, i = 0; isObj(e) && i < 8; e = carried(e), i++)
     if (isA(e, RequestCheckError)) return e;
   return undefined;
 }

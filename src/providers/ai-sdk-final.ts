@@ -14,7 +14,8 @@ const API_CALL_ERROR = Symbol.for("vercel.ai.error.AI_APICallError");
 interface Asked {
   readonly prompt: unknown;
   readonly model: { readonly provider: string; readonly modelId: string };
-  readonly now: () => number;
+  /** The middleware's policy: its clock times the window. */
+  readonly policy: { readonly options: { readonly clock: { now(): number } } };
 }
 
 const ask = (a: Asked): Ask => ({
@@ -22,7 +23,7 @@ const ask = (a: Asked): Ask => ({
   model: `${a.model.provider}\u0000${a.model.modelId}`,
   owner: "breakwaterMiddleware",
   layer: () => framework(a.prompt),
-  now: a.now,
+  now: () => a.policy.options.clock.now(),
 });
 
 /** Who asks: Mastra stamps each prompt part with `providerOptions.mastra`. */

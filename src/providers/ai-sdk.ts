@@ -190,11 +190,10 @@ export function breakwaterMiddleware(
     fencedJson: o.fencedJson,
   } as const;
   const contextTokens = Number.isNaN(o.contextTokens) ? undefined : o.contextTokens;
-  const now = () => p.options.clock.now();
   return {
     specificationVersion: "v4",
     wrapGenerate: async ({ params, model }) => {
-      const early = refusedEarly(params, model, contextTokens, now);
+      const early = refusedEarly(params, model, contextTokens, p);
       if (early) throw early.error; // nothing sent, nothing spent
       const run = runFor(options);
       // With a journaled run, a call made before at this place is answered from the journal.
@@ -206,7 +205,7 @@ export function breakwaterMiddleware(
       return r;
     },
     wrapStream: async ({ params, model }) => {
-      const early = refusedEarly(params, model, contextTokens, now);
+      const early = refusedEarly(params, model, contextTokens, p);
       if (early) throw early.error;
       const continuing = o.continuation && model.provider.includes("anthropic");
       const run = runFor(options);
@@ -233,11 +232,11 @@ function refusedEarly(
   params: Params,
   model: Model,
   contextTokens: number | undefined,
-  now: () => number,
+  policy: Policy,
 ): { error: unknown } | undefined {
   const refused = checkPrompt(params, contextTokens);
   if (refused !== undefined) return { error: refused };
-  return priorGiveUp({ prompt: params.prompt, model, now });
+  return priorGiveUp({ prompt: params.prompt, model, policy });
 }
 
 /** `doGenerate` under the policy: one provider call per attempt; a give-up is final. */
@@ -260,7 +259,7 @@ async function generated(p: Policy, c: ModelCall) {
       ...replyChecks(AI_SDK_CHECKS, c.checks, (r: unknown) => r),
     })
     .catch((e: unknown) => {
-      throw finalGiveUp({ prompt: params.prompt, model, now: () => p.options.clock.now() }, e);
+      throw finalGiveUp({ prompt: params.prompt, model, policy: p }, e);
     });
 }
 type Part = LanguageModelV4StreamPart;
@@ -349,8 +348,7 @@ async function guardedParts(p: Policy, c: ModelCall) {
       },
     }),
   });
-  const now = () => p.options.clock.now();
-  const final = (e: unknown) => finalGiveUp({ prompt: params.prompt, model, now }, e);
+  const final = (e: unknown) => finalGiveUp({ prompt: params.prompt, model, policy: p }, e);
   const first = await guarded.next().catch((e: unknown) => {
     throw final(e);
   });

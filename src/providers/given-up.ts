@@ -43,7 +43,8 @@ export interface Ask {
 
 /** The give-up this call already had, when a layer above asks for it again. */
 export function askedAgain(a: Ask): { error: unknown } | undefined {
-  const byModel = givenUp.get(anchor(a.turns) ?? {});
+  const at = anchor(a.turns);
+  const byModel = at && givenUp.get(at);
   const entry = byModel?.get(a.model);
   if (byModel === undefined || entry === undefined) return undefined;
   const now = a.now();

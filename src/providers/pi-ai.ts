@@ -30,7 +30,14 @@ import {
 import { tagError } from "../internal.ts";
 import { piFailure } from "./pi-ai-errors.ts";
 import { ignored } from "./scope.ts";
-import { ADAPTER_SPEC, type AdapterOptions, adapterOptions, asPolicy, runFor } from "./shared.ts";
+import {
+  ADAPTER_SPEC,
+  type AdapterOptions,
+  adapterOptions,
+  asPolicy,
+  genAiProvider,
+  runFor,
+} from "./shared.ts";
 
 /** What `withBreakwater(pi)` takes: the policy and the run every model call draws on. */
 export interface PiAiOptions extends AdapterOptions {}
@@ -132,8 +139,7 @@ async function pump(p: Policy, out: PiStream, c: PiCall): Promise<void> {
     });
   try {
     const events = p.stream<Obj>(open, {
-      model: String(c.model.id ?? "unknown"),
-      provider: String(c.model.provider ?? "unknown"),
+      ...labels(c.model),
       ...(c.asked.signal instanceof AbortSignal && { signal: c.asked.signal }),
       ...c.run,
       isContent,
@@ -147,6 +153,16 @@ async function pump(p: Policy, out: PiStream, c: PiCall): Promise<void> {
     const message = gaveUp(c.model, shown ?? lastOwn, lastOwn, error);
     out.push({ type: "error", reason: message.stopReason, error: message });
   }
+}
+
+/** What a call of `model` is, as telemetry names it (the other adapters' words). */
+function labels(model: Obj): { model?: string; provider?: string; operation: string } {
+  const provider = genAiProvider(model.provider);
+  return {
+    ...(typeof model.id === "string" && { model: model.id }),
+    ...(provider !== undefined && { provider }),
+    operation: "chat",
+  };
 }
 
 /** One attempt's events: an `error` event is the attempt's failure, thrown for the policy. */

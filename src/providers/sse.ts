@@ -47,8 +47,8 @@ export class SseEvent {
   }
 
   /** Whether its data is not JSON where a JSON stream sends JSON: data that does not start
-   * like JSON (`[DONE]` and an event without data are not this), or that did not parse when
-   * it was parsed. Reads the text, not the fields: cheap for every event. */
+   * like JSON (`{`, `[`: `[DONE]` among them; an event without data is not this), or that
+   * did not parse when it was parsed. Reads the text, not the fields: cheap for every event. */
   get malformed(): boolean {
     if (this.#parsed) return this.#json === undefined && !["", "[DONE]"].includes(this.data.trim());
     const raw = this.raw;
@@ -60,10 +60,7 @@ export class SseEvent {
       at = line + 6;
     }
     if (raw.charCodeAt(at) === 32) at++;
-    const c = raw.charCodeAt(at);
-    // { [ , an empty data line, or nothing more
-    if (c === 123 || c === 91 || c === 10 || c === 13 || Number.isNaN(c)) return false;
-    return !raw.startsWith("[DONE]", at);
+    return !startsJsonOrEnds(raw.charCodeAt(at));
   }
 
   /** The data parsed as JSON; undefined when it is not JSON (a comment, `[DONE]`). */
@@ -81,15 +78,14 @@ export class SseEvent {
   }
 }
 
+const DATA = Buffer.from("data:");
+
 /**
  * Whole events that carry no mark (no usage, no error), as one network read brought them
  * once the stream's content flows: handed on as they came, not split or parsed, and read
  * into events only when asked (the answer so far, the checks at the end). Most of a
  * stream's chunks come this way.
  */
-const DATA = Buffer.from("data:");
-const DONE_BYTES = Buffer.from("[DONE]");
-
 export class SseRun {
   /** The read's bytes, as they came. */
   readonly bytes: Uint8Array;
@@ -105,15 +101,14 @@ export class SseRun {
   }
 
   /** Whether one of its events' data is not JSON (as `SseEvent.malformed` reads it): each
-   * `data:` found natively in the bytes, the byte after it looked at. */
+   * `data:` that starts a line, found natively in the bytes, the byte after it looked at
+   * (inside JSON a `data:` never starts a line: a string's newline is escaped). */
   get malformed(): boolean {
     const b = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
     for (let i = b.indexOf(DATA); i !== -1; i = b.indexOf(DATA, i + 5)) {
-      let at = i + 5;
-      if (b[at] === 32) at++;
-      const c = b[at];
-      if (c === undefined || c === 123 || c === 91 || c === 10 || c === 13) continue;
-      if (b.indexOf(DONE_BYTES, at) !== at) return true;
+      if (i > 0 && b[i - 1] !== 10 && b[i - 1] !== 13) continue; // "metadata:" in a text
+      const at = b[i + 5] === 32 ? i + 6 : i + 5;
+      if (!startsJsonOrEnds(b[at] ?? Number.NaN)) return true;
     }
     return false;
   }
@@ -445,4 +440,10 @@ function readerOf(reader: ReadableStreamDefaultReader<Uint8Array>): AsyncIterato
       return { done: true, value: undefined };
     },
   };
+}
+
+/** A data line's first character: `{` or `[` (JSON, `[DONE]`), or the line or the text
+ * ends there (no data). */
+function startsJsonOrEnds(c: number): boolean {
+  return c === 123 || c === 91 || c === 10 || c === 13 || Number.isNaN(c);
 }

@@ -6,7 +6,7 @@ import { failureOf, partialOf, reasonOf } from "../../src/core/errors.ts";
 import { withBreakwater as anthropicWith } from "../../src/providers/anthropic.ts";
 import { withBreakwater as googleWith } from "../../src/providers/google.ts";
 import { withBreakwater as openaiWith } from "../../src/providers/openai.ts";
-import { SseEvent } from "../../src/providers/sse.ts";
+import { SseEvent, SseRun } from "../../src/providers/sse.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
 // A stream event whose data is not JSON (a proxy's error page, a broken encoder): before
@@ -91,6 +91,15 @@ describe("SseEvent.malformed reads the text", () => {
     ["id: 7\r\ndata: not json\r\n\r\n", true],
   ])("%j: %s", (raw, bad) => {
     expect(new SseEvent(raw).malformed).toBe(bad);
+  });
+
+  it.each([
+    ['data: {"t":"the metadata: x"}\n\ndata: {"t":"b"}\n\n', false],
+    ['data: {"t":"a"}\n\ndata: [DONE]\n\n', false],
+    ['event: x\r\ndata: {"t":"a"}\r\n\r\n', false],
+    ['data: {"t":"a"}\n\ndata: <html>\n\n', true],
+  ])("a run of %j: malformed %s (a data line's start only, never a word in a text)", (raw, bad) => {
+    expect(new SseRun(new TextEncoder().encode(raw)).malformed).toBe(bad);
   });
 
   it("once parsed, what did not parse", () => {
