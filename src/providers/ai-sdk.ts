@@ -47,6 +47,7 @@ import {
   adapterOptions,
   asPolicy,
   genAiProvider,
+  hear,
   runFor,
 } from "./shared.ts";
 
@@ -239,12 +240,30 @@ function refusedEarly(
   return priorGiveUp({ prompt: params.prompt, model, policy });
 }
 
+/** A provider call whose answer's headers, or its APICallError's, tell the policy's limiter
+ * where the limits stand: the provider's fetch is its own, so the middleware reads them. */
+async function heard<R extends { response?: { headers?: unknown } }>(
+  p: Policy,
+  send: () => PromiseLike<R>,
+): Promise<R> {
+  const limiter = p.options.limiter;
+  try {
+    const r = await send();
+    hear(limiter, r.response?.headers);
+    return r;
+  } catch (e) {
+    if (e !== null && typeof e === "object")
+      hear(limiter, (e as { responseHeaders?: unknown }).responseHeaders);
+    throw e;
+  }
+}
+
 /** `doGenerate` under the policy: one provider call per attempt; a give-up is final. */
 async function generated(p: Policy, c: ModelCall) {
   const { params, model } = c;
   const answered = async (ctx: AttemptContext) => {
-    const r = await inAttempt(ctx.attempt, () =>
-      model.doGenerate({ ...params, abortSignal: ctx.signal }),
+    const r = await heard(p, () =>
+      inAttempt(ctx.attempt, () => model.doGenerate({ ...params, abortSignal: ctx.signal })),
     );
     if (typeof r.response?.modelId === "string") ctx.answeredBy(r.response.modelId);
     return r;
@@ -318,8 +337,10 @@ async function guardedParts(p: Policy, c: ModelCall) {
   // Raw chunks are how an error the provider's parser dropped is seen (aiSdkInBand); they
   // reach the caller only if the caller asked for them.
   const open = (prompt: Params["prompt"], first: boolean) => async (ctx: AttemptContext) => {
-    const { stream, ...rest } = await inAttempt(ctx.attempt, () =>
-      model.doStream({ ...params, prompt, includeRawChunks: true, abortSignal: ctx.signal }),
+    const { stream, ...rest } = await heard(p, () =>
+      inAttempt(ctx.attempt, () =>
+        model.doStream({ ...params, prompt, includeRawChunks: true, abortSignal: ctx.signal }),
+      ),
     );
     if (first) meta = rest;
     return iterate(stream, ctx);

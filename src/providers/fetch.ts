@@ -77,6 +77,7 @@ import {
   adapterOptions,
   asPolicy,
   FETCH_SPEC,
+  hear,
   runOf,
 } from "./shared.ts";
 import { eventsOf, type SseChunk, type SseEvent, SseRun, sseEvents, type Tail } from "./sse.ts";
@@ -415,19 +416,11 @@ interface FetchCall {
 function sender(options: GuardedFetchOptions, p: Policy): Send {
   const send = wire(options);
   const limiter = p.options.limiter;
-  const hear = (res: Response) => {
-    heard(limiter, res);
+  const heard = (res: Response) => {
+    hear(limiter, res.headers);
     return res;
   };
-  return (req, attempt, signal) => send(req.url, req.init, attempt, signal).then(hear);
-}
-
-/** Every answer, errors too, tells the limiter where the limits stand; a limiter that
- * throws does not cost the answer. */
-function heard(limiter: Policy["options"]["limiter"], res: Response): void {
-  try {
-    limiter?.observeHeaders(res.headers);
-  } catch {}
+  return (req, attempt, signal) => send(req.url, req.init, attempt, signal).then(heard);
 }
 
 /** A connect timeout is kept by undici's connector: without the package, say so at once. */
@@ -490,7 +483,7 @@ export function attemptFetch(options: AttemptFetchOptions = {}): typeof globalTh
     if (typeof input === "object" && !(input instanceof URL)) return base(input, init);
     const url = typeof input === "string" ? input : input.href;
     const res = await send(url, init, currentAttempt());
-    heard(limiter, res);
+    hear(limiter, res.headers);
     return res;
   };
 }
@@ -733,7 +726,7 @@ function asAttemptOf(
 function sendAs(outer: OuterAttempt, send: Send): Send {
   return (req, _attempt, signal) =>
     send(req, outer.attempt, signal).then((res) => {
-      heard(outer.limiter, res);
+      hear(outer.limiter, res.headers);
       return res;
     });
 }

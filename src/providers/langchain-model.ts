@@ -3,6 +3,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import {
   type CallOptions,
   ConfigError,
+  type Limiter,
   type PartialAnswer,
   type Policy,
   type Usage,
@@ -16,6 +17,7 @@ import {
   adapterOptions,
   asPolicy,
   genAiProvider,
+  hearing,
   marked,
   runFor,
 } from "./shared.ts";
@@ -56,12 +58,27 @@ export function isLangChainContent(chunk: unknown): boolean {
 const isEventContent = (event: unknown): boolean =>
   String((event as Obj | null)?.event ?? (event as Obj | null)?.type).includes("Delta");
 
+/** The SDK client options a LangChain model builds its clients from (ChatOpenAI's
+ * `clientConfig`, ChatAnthropic's `clientOptions`), and the clients it keeps made of them. */
+const CLIENT_OPTIONS: Readonly<Record<string, readonly string[]>> = {
+  clientConfig: ["client"],
+  clientOptions: ["streamingClient", "batchClient"],
+};
+
 /** `model`, with every AsyncCaller it uses (its own, and its delegates': ChatOpenAI keeps a
- * completions and a responses model) at zero retries. Nothing of `model` is changed. */
-function withoutRetries(model: Obj, depth = 0): Obj {
+ * completions and a responses model) at zero retries, and the SDK clients it builds given a
+ * fetch whose every answer the limiter hears (the model hands back no headers: rule 16).
+ * Nothing of `model` is changed. */
+function withoutRetries(model: Obj, limiter: Limiter | undefined, depth = 0): Obj {
   const own = Object.create(model) as Obj;
   if (model.caller && typeof model.caller.maxRetries === "number")
     own.caller = Object.create(model.caller, { maxRetries: { value: 0 } });
+  for (const [key, clients] of Object.entries(CLIENT_OPTIONS)) {
+    const o = model[key];
+    if (o === null || typeof o !== "object" || limiter === undefined) continue;
+    own[key] = { ...o, fetch: hearing(limiter, o.fetch) };
+    for (const c of clients) own[c] = undefined;
+  }
   if (depth === 0)
     for (const key of Object.keys(model)) {
       const v = model[key];
@@ -72,7 +89,7 @@ function withoutRetries(model: Obj, depth = 0): Obj {
         v.caller &&
         typeof v._generate === "function"
       )
-        own[key] = withoutRetries(v, 1);
+        own[key] = withoutRetries(v, limiter, 1);
     }
   return own;
 }
@@ -93,7 +110,7 @@ export function withBreakwater<M extends BaseChatModel>(
   const m = checkModel(model);
   adapterOptions(OWNER, ADAPTER_SPEC, options);
   const p = asPolicy(options.policy);
-  const wrapped = withoutRetries(m);
+  const wrapped = withoutRetries(m, p.options.limiter);
   // What the wrapped methods run on: the originals, so a `_generate` that streams inside
   // (ChatAnthropic with `streaming: true`) is one policy call, not two nested.
   const inner = Object.create(wrapped) as Obj;

@@ -1,5 +1,12 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { ConfigError, failureOf, ledgerOf, partialOf, reasonOf } from "../index.ts";
+import {
+  ConfigError,
+  failureOf,
+  isBreakwaterError,
+  ledgerOf,
+  partialOf,
+  reasonOf,
+} from "../index.ts";
 import { tagError } from "../internal.ts";
 
 /** One SDK method call: the last give-up of the requests it sent through the fetch layer,
@@ -80,6 +87,15 @@ function carry(scope: Scope, error: unknown): void {
     tagError(error, reason, ledger, failureOf(from), partialOf(from));
 }
 
+/** A BreakwaterError the Stainless SDKs wrapped as their `APIConnectionError` (they wrap
+ * whatever their fetch throws, saying "Connection error." of a request breakwater refused
+ * before sending): the refusal itself, so breakwater's own decisions arrive as its one class
+ * through every adapter. The SDK's subclasses (its timeout and abort) are its word, kept. */
+function ownOf(error: unknown): unknown {
+  if (!(error instanceof Error) || error.constructor.name !== "APIConnectionError") return error;
+  return isBreakwaterError(error.cause) ? error.cause : error;
+}
+
 /**
  * Runs one SDK method call in a scope of its own, so the error it rejects with tells how
  * breakwater ended it, whatever class the SDK gives it (rule 8). A method that returns no
@@ -101,7 +117,8 @@ export function scoped<T>(call: (scope: Scope) => T): T {
       settle(scope, undefined);
       return value;
     },
-    (error: unknown) => {
+    (thrown: unknown) => {
+      const error = ownOf(thrown);
       carry(scope, error);
       settle(scope, error);
       throw error;

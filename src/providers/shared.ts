@@ -119,6 +119,31 @@ export function asPolicy(p: Policy | PolicyOptions | undefined): Policy {
   return isPolicy(p) ? p : policy(p ?? {});
 }
 
+/** Tells a policy's limiter where the limits stand, from an answer's headers (a `Headers`,
+ * or the record the AI SDK hands back), errors' too; a limiter that throws costs nothing. */
+export function hear(limiter: Policy["options"]["limiter"], headers: unknown): void {
+  if (limiter === undefined || headers === null || typeof headers !== "object") return;
+  try {
+    limiter.observeHeaders(headers);
+  } catch {}
+}
+
+/** `fetch` (else the global one at each request), every answer it gets heard by `limiter`:
+ * for an SDK client a framework builds from its options, where breakwater retries above it. */
+export function hearing(
+  limiter: Policy["options"]["limiter"],
+  fetch: unknown,
+): typeof globalThis.fetch {
+  return (input, init) =>
+    (typeof fetch === "function" ? (fetch as typeof globalThis.fetch) : globalThis.fetch)(
+      input,
+      init,
+    ).then((res) => {
+      hear(limiter, res.headers);
+      return res;
+    });
+}
+
 /** A view of `target` in which a few paths are replaced; everything else passes through. */
 export function overlay<T extends object>(
   target: T,

@@ -7,8 +7,8 @@ import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
 const fs = useFaultServer();
-const model = () => {
-  const t = testPolicy();
+const model = (extra: Parameters<typeof testPolicy>[0] = {}) => {
+  const t = testPolicy(extra);
   const provider = createOpenAI({
     baseURL: `${fs.server.url}/v1`,
     apiKey: "sk-test-0000000000000000",
@@ -53,6 +53,14 @@ async function stream(
 }
 
 describe("breakwater/ai-sdk middleware against the fault server", () => {
+  it("the limits a stream's headers tell are learned: the next call is refused before it is sent", async () => {
+    fs.script({ rateLimit: { requestsPerMinute: 1 } });
+    const { model: m } = model({ deadlineMs: 2_000 });
+    expect((await stream(m)).text).toBe(TEXT);
+    const e = await generateText({ model: m, prompt, maxRetries: 0 }).catch((x: unknown) => x);
+    expect([reasonOf(e), fs.requests()]).toEqual(["rate-limit-wait", 1]);
+  });
+
   it("generateText: 429 with Retry-After retried after the hint; usage from the result", async () => {
     fs.script({ rules: [{ requests: [1, 1], status: 429, retryAfterMs: 300 }] });
     const { model: m, ledgers } = model();

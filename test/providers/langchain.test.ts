@@ -5,6 +5,7 @@ import { ChatOpenAI } from "@langchain/openai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { audit } from "../../src/audit/audit.ts";
+import { reasonOf } from "../../src/core/errors.ts";
 import { ConfigError } from "../../src/core/validate.ts";
 import { withBreakwater } from "../../src/providers/langchain.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
@@ -117,6 +118,39 @@ describe("breakwater/langchain: real LangChain chat models on the fault server",
     expect(fs.requests()).toBe(4);
     expect(ledgers).toHaveLength(3);
   });
+
+  it.each(["ChatOpenAI", "ChatAnthropic"] as const)(
+    "%s: the limits its answers' headers tell are learned (the SDK client it builds hears them), the user's fetch kept",
+    async (name) => {
+      fs.script({ rules: [], rateLimit: { requestsPerMinute: 1 } });
+      let seen = 0;
+      const own: typeof fetch = (input, init) => {
+        seen++;
+        return fetch(input, init);
+      };
+      const base =
+        name === "ChatOpenAI"
+          ? new ChatOpenAI({
+              model: "gpt-test",
+              apiKey: "sk-test-0000",
+              configuration: { baseURL: `${fs.server.url}/v1`, fetch: own },
+            })
+          : new ChatAnthropic({
+              model: "claude-test",
+              apiKey: "sk-ant-test-0000",
+              anthropicApiUrl: fs.server.url,
+              clientOptions: { fetch: own },
+            });
+      const model = withBreakwater(base as ChatOpenAI, {
+        policy: testPolicy({ deadlineMs: 2_000 }).p,
+      });
+      expect((await model.invoke("hi")).text).toBe(TEXT);
+      const e = await model.invoke("hi").catch((x: unknown) => x);
+      expect([reasonOf(e), fs.requests(), seen]).toEqual(["rate-limit-wait", 1, 1]);
+      const config = base as unknown as { clientConfig?: object; clientOptions?: object };
+      expect(config.clientConfig ?? config.clientOptions).toMatchObject({ fetch: own }); // left as it was
+    },
+  );
 
   it("ChatGoogleGenerativeAI ends a stream whose first chunk is an error empty, wrapped or not", async () => {
     for (const model of [
