@@ -1,4 +1,10 @@
-import type { Effect, PartialAnswer, Usage } from "../index.ts";
+import {
+  classify,
+  type Effect,
+  type FailureKind,
+  type PartialAnswer,
+  type Usage,
+} from "../index.ts";
 import type { CheckDialect } from "./checks.ts";
 import { SseEvent } from "./sse.ts";
 
@@ -73,6 +79,41 @@ export function errorBodyOf(json: unknown): Record<string, unknown> | undefined 
     if (Array.isArray(v) ? v.length > 0 : v !== undefined && v !== null) return undefined;
   }
   return json;
+}
+
+/** The status an error in a 2xx body stands for, by what its error says (a 429 for a rate
+ * limit, 503 for an overload, 500 when it says nothing known). */
+export function errorBodyStatus(body: Record<string, unknown>): number {
+  return STATUS_OF_KIND[classify({ error: body.error }).kind] ?? 500;
+}
+
+const STATUS_OF_KIND: Partial<Record<FailureKind, number>> = {
+  rate_limited: 429,
+  quota_exhausted: 429,
+  overloaded: 503,
+  timeout: 504,
+  auth: 401,
+  not_found: 404,
+  invalid_request: 400,
+  context_exceeded: 400,
+  content_filtered: 400,
+};
+
+/** A 2xx JSON answer whose body is an error, as the answer of the status it stands for;
+ * else the answer as it came, unread. For an SDK's fetch where breakwater retries above the
+ * SDK: the SDK then raises its own error of that class, which the policy classifies. */
+export async function errorBodyAsStatus(res: Response): Promise<Response> {
+  if (!res.ok || res.body === null || !res.headers.get("content-type")?.includes("json"))
+    return res;
+  const text = await res.clone().text();
+  let error: Record<string, unknown> | undefined;
+  try {
+    error = errorBodyOf(JSON.parse(text));
+  } catch {}
+  if (error === undefined) return res;
+  void res.body.cancel().catch(() => {});
+  const status = errorBodyStatus(error);
+  return new Response(text, { status, statusText: "error in a 2xx body", headers: res.headers });
 }
 
 /** A URL without its query: what the dialects' readings go by (every request asks). */

@@ -22,10 +22,8 @@ import {
   type AttemptContext,
   type CallOptions,
   ConfigError,
-  classify,
   type Effect,
   type ExecuteOptions,
-  type FailureKind,
   failureOf,
   type GuardedStream,
   HttpError,
@@ -63,7 +61,13 @@ import {
   streamChecks,
 } from "./checks.ts";
 import { continueEvents } from "./continuation.ts";
-import { answeringModel, type Dialect, errorBodyOf, requestModel } from "./dialect.ts";
+import {
+  answeringModel,
+  type Dialect,
+  errorBodyOf,
+  errorBodyStatus,
+  requestModel,
+} from "./dialect.ts";
 import { sniffDialect } from "./dialects/sniff.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
@@ -233,28 +237,14 @@ class UpstreamAnswer extends HttpError {
    * known), so every gate counts a failure, the policy retries what is transient, and the
    * SDK, handed it on a give-up, raises its own error of that class. */
   static inBody(res: Response, text: string, body: Record<string, unknown>): UpstreamAnswer {
-    const status = STATUS_OF_KIND[classify({ error: body.error }).kind] ?? 500;
     const as = new Response(null, {
-      status,
+      status: errorBodyStatus(body),
       statusText: "error in a 2xx body",
       headers: res.headers,
     });
     return new UpstreamAnswer(as, text);
   }
 }
-
-/** The status an error in a 2xx body stands for, by what its error says. */
-const STATUS_OF_KIND: Partial<Record<FailureKind, number>> = {
-  rate_limited: 429,
-  quota_exhausted: 429,
-  overloaded: 503,
-  timeout: 504,
-  auth: 401,
-  not_found: 404,
-  invalid_request: 400,
-  context_exceeded: 400,
-  content_filtered: 400,
-};
 
 /** A stream event that is not JSON: a server failure to the classifier; not an event to
  * hand the SDK (its body errors instead). */

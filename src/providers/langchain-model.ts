@@ -16,8 +16,8 @@ import {
   type AdapterOptions,
   adapterOptions,
   asPolicy,
+  frameworkFetch,
   genAiProvider,
-  hearing,
   marked,
   runFor,
 } from "./shared.ts";
@@ -67,7 +67,8 @@ const CLIENT_OPTIONS: Readonly<Record<string, readonly string[]>> = {
 
 /** `model`, with every AsyncCaller it uses (its own, and its delegates': ChatOpenAI keeps a
  * completions and a responses model) at zero retries, and the SDK clients it builds given a
- * fetch whose every answer the limiter hears (the model hands back no headers: rule 16).
+ * fetch whose every answer the limiter hears (the model hands back no headers: rule 16) and
+ * that hands on an error in a 2xx body as its status.
  * Nothing of `model` is changed. */
 function withoutRetries(model: Obj, limiter: Limiter | undefined, depth = 0): Obj {
   const own = Object.create(model) as Obj;
@@ -75,8 +76,8 @@ function withoutRetries(model: Obj, limiter: Limiter | undefined, depth = 0): Ob
     own.caller = Object.create(model.caller, { maxRetries: { value: 0 } });
   for (const [key, clients] of Object.entries(CLIENT_OPTIONS)) {
     const o = model[key];
-    if (o === null || typeof o !== "object" || limiter === undefined) continue;
-    own[key] = { ...o, fetch: hearing(limiter, o.fetch) };
+    if (o === null || typeof o !== "object") continue;
+    own[key] = { ...o, fetch: frameworkFetch(limiter, o.fetch) };
     for (const c of clients) own[c] = undefined;
   }
   if (depth === 0)

@@ -9,6 +9,7 @@ import {
   parseOptions,
   type Spec,
 } from "../internal.ts";
+import { errorBodyAsStatus } from "./dialect.ts";
 
 /** What every adapter accepts: the policy, and the run its calls draw on. */
 export interface AdapterOptions {
@@ -128,20 +129,22 @@ export function hear(limiter: Policy["options"]["limiter"], headers: unknown): v
   } catch {}
 }
 
-/** `fetch` (else the global one at each request), every answer it gets heard by `limiter`:
- * for an SDK client a framework builds from its options, where breakwater retries above it. */
-export function hearing(
+/**
+ * `fetch` (else the global one at each request) for an SDK client a framework builds from
+ * its options, where breakwater retries above the SDK: every answer's headers heard by
+ * `limiter`, and a 2xx whose JSON body is an error handed on as the status it stands for
+ * (the SDK would read it as an answer and fail on it with a TypeError).
+ */
+export function frameworkFetch(
   limiter: Policy["options"]["limiter"],
   fetch: unknown,
 ): typeof globalThis.fetch {
-  return (input, init) =>
-    (typeof fetch === "function" ? (fetch as typeof globalThis.fetch) : globalThis.fetch)(
-      input,
-      init,
-    ).then((res) => {
-      hear(limiter, res.headers);
-      return res;
-    });
+  return async (input, init) => {
+    const f = typeof fetch === "function" ? (fetch as typeof globalThis.fetch) : globalThis.fetch;
+    const res = await f(input, init);
+    hear(limiter, res.headers);
+    return errorBodyAsStatus(res);
+  };
 }
 
 /** A view of `target` in which a few paths are replaced; everything else passes through. */

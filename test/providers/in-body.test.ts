@@ -1,6 +1,8 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
+import { ChatAnthropic } from "@langchain/anthropic";
+import { ChatOpenAI } from "@langchain/openai";
 import { generateText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
@@ -8,6 +10,7 @@ import { failureOf, ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
 import { withBreakwater as anthropicWith } from "../../src/providers/anthropic.ts";
 import { withBreakwater as googleWith } from "../../src/providers/google.ts";
+import { withBreakwater as langchainWith } from "../../src/providers/langchain.ts";
 import { withBreakwater as openaiWith } from "../../src/providers/openai.ts";
 import type { FaultRule } from "../../src/testing/fault-server/script.ts";
 import { TEXT, testPolicy, useFaultServer } from "./fixture.ts";
@@ -51,6 +54,18 @@ const ADAPTERS: Record<string, () => Promise<string>> = {
       middleware: breakwaterMiddleware({ policy: testPolicy().p }),
     });
     return (await generateText({ model, prompt: "hi" })).text;
+  },
+  "LangChain ChatOpenAI": async () => {
+    const m = new ChatOpenAI({
+      model: "m",
+      apiKey: "k",
+      configuration: { baseURL: `${fs.server.url}/v1` },
+    });
+    return (await langchainWith(m, { policy: testPolicy().p }).invoke("hi")).text;
+  },
+  "LangChain ChatAnthropic": async () => {
+    const m = new ChatAnthropic({ model: "m", apiKey: "k", anthropicApiUrl: fs.server.url });
+    return (await langchainWith(m, { policy: testPolicy().p }).invoke("hi")).text;
   },
 };
 const NAMES = Object.keys(ADAPTERS);
