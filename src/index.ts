@@ -119,8 +119,15 @@ export type {
   CallInfo,
   CallWatch,
   Observer,
+  WaitCause,
 } from "./policy/observer.ts";
-export type { GiveUpEvent, PolicyOptions, RetryEvent, SuccessEvent } from "./policy/options.ts";
+export type {
+  GiveUpEvent,
+  PolicyOptions,
+  RetryEvent,
+  SuccessEvent,
+  WaitEvent,
+} from "./policy/options.ts";
 export { type Operation, type Policy, policy } from "./policy/policy.ts";
 export { type Pool, type PoolOptions, pool } from "./policy/pool.ts";
 export {

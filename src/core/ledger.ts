@@ -15,7 +15,8 @@ export interface AttemptRecord {
   readonly attempt: number;
   readonly startedAt: number;
   readonly durationMs: number;
-  /** The backoff waited before this attempt began (0 for the first). */
+  /** What was waited before this attempt began: the retry's wait (the backoff or the
+   * Retry-After) and any wait at the rate limiter (a first attempt may wait there too). */
   readonly waitMs: number;
   readonly outcome: "ok" | "failed";
   readonly failure?: Failure;

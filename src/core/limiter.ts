@@ -70,6 +70,9 @@ export interface Limiter {
   observeHeaders(headers: unknown, wallNow?: number): void;
   /** Nobody is sent for the next `ms` (a 429's Retry-After), on the limiter's own clock. */
   hold(ms: number): void;
+  /** How long the hold still keeps every call (0 when none): a call is refused at once
+   * rather than held past the wait cap. Optional: without it a hold is waited out. */
+  heldForMs?(): number;
   /** The share left of the tightest limit, 0 to 1. */
   headroom(): number;
 }
@@ -602,6 +605,10 @@ export class RateLimiter implements Limiter {
     this.#holdUntil = untilMs;
     this.#blank = false;
     this.#pump();
+  }
+
+  heldForMs(): number {
+    return Math.max(0, this.#holdUntil - this.#clock.now());
   }
 
   /** The share left of the tightest limit, 0 to 1 (1 with no limits known, 0 while

@@ -24,6 +24,7 @@ import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
 import { Attempt, type AttemptEnd, type AttemptOwner, endGrants, type Grant } from "./attempt.ts";
 import { type GateRequest, Refusal } from "./gates.ts";
+import type { WaitCause } from "./observer.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { CallWatch, Observer } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -63,6 +64,12 @@ export interface CallOptions {
   deadlineAt?: number;
   /** Fewer attempts than the policy allows, for this call (what a chain has left). */
   maxAttempts?: number;
+  /** The longest this call waits at the rate limiter before an attempt (its queue for room,
+   * a 429's hold on every call): a longer wait is refused at once with `rate-limit-wait`
+   * (a chain whose next upstream has room sets it short: wait if short, switch if long).
+   * @default the deadline for a wait for room; a hold is capped as a Retry-After is, at the
+   * policy's `retryAfter.maxMs` */
+  maxWaitMs?: number;
   /** This call's deadline in ms, in place of the policy's `deadlineMs` (the run's share
    * and `deadlineAt` still bound it). @default the policy's */
   deadlineMs?: number;
@@ -138,6 +145,7 @@ export const CALL_SPEC = {
     "a time on the policy's clock",
   ),
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
+  maxWaitMs: opt.any<number>((x) => typeof x === "number" && x >= 0, "a number of ms >= 0"),
   deadlineMs: opt.any<number>(isMs, "a number of ms > 0"),
   attemptTimeoutMs: opt.any<number>(isMs, "a number of ms > 0"),
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
@@ -216,6 +224,8 @@ export class Call implements AttemptOwner, GateRequest {
   #n = 0;
   #attempt: Attempt | undefined;
   #waitBefore = 0;
+  /** Waited at the gates for the attempt about to begin. */
+  #heldMs = 0;
   /** The clock reading taken at construction, reused by the first attempt (clock reads
    * cost ~50 ns and dominate the success path). */
   #startNow: number | undefined;
@@ -331,6 +341,7 @@ export class Call implements AttemptOwner, GateRequest {
         (grant) => {
           grants.push(grant);
           const after = this.#o.clock.now();
+          if (after > now) this.#held(after - now);
           this.#check(after, grants);
           return this.#pass(next, grants, after);
         },
@@ -340,10 +351,31 @@ export class Call implements AttemptOwner, GateRequest {
     return this.#start(grants, now);
   }
 
+  /** A wait at a gate ended: booked on the attempt it held, told like every wait. */
+  #held(ms: number): void {
+    this.#heldMs += ms;
+    this.#told("rate-limit", ms, undefined);
+  }
+
+  /** Tells the observer and `onWait` of a wait: a retry's (before it) or a gate's (after
+   * it, when its length is known). */
+  #told(why: WaitCause, ms: number, f: Failure | undefined): void {
+    const watch = this.#watch;
+    if (watch) runHook(this, "observe", () => watch.wait(ms, why, f), undefined);
+    const onWait = this.#o.onWait;
+    if (onWait === undefined) return;
+    const event = { why, ms, attempt: this.#n + 1, failure: f, ledger: this.ledger };
+    runHook(this, "onWait", () => onWait(event), undefined);
+  }
+
   #start(grants: readonly Grant[], now: number, hedge = false): Attempt {
     const n = ++this.#n;
     this.#limits?.addAttempt(n > 1);
     const a = new Attempt(this, n, now, grants, hedge);
+    if (this.#heldMs > 0) {
+      a.heldMs = this.#heldMs;
+      this.#heldMs = 0;
+    }
     if (!hedge) this.#attempt = a;
     const watch = this.#watch;
     if (watch !== undefined)
@@ -465,6 +497,15 @@ export class Call implements AttemptOwner, GateRequest {
   get deadlineAt(): number {
     return this.deadline.at;
   }
+  get waitUntil(): number {
+    const most = this.#options?.maxWaitMs;
+    const at = this.deadline.at;
+    return most === undefined ? at : Math.min(at, this.#o.clock.now() + most);
+  }
+  get holdMs(): number {
+    const most = this.#options?.maxWaitMs ?? this.#o.retryAfterMaxMs;
+    return Math.min(this.deadline.at - this.#o.clock.now(), most);
+  }
   get reporter(): this {
     return this;
   }
@@ -576,11 +617,7 @@ export class Call implements AttemptOwner, GateRequest {
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
     const waited = await this.#admitted(verdict.delayMs, error, f);
     this.#onRetry(verdict.delayMs, error, f);
-    const watch = this.#watch;
-    if (watch) {
-      const why = f.retryAfterMs === undefined ? "backoff" : "retry-after";
-      runHook(this, "observe", () => watch.wait(verdict.delayMs, why, f), undefined);
-    }
+    this.#told(f.retryAfterMs === undefined ? "backoff" : "retry-after", verdict.delayMs, f);
     this.#partial = undefined;
     await this.#beforeWait(more.beforeWait);
     await this.#sleep(Math.max(0, verdict.delayMs - waited));
@@ -710,7 +747,7 @@ export class Call implements AttemptOwner, GateRequest {
       attempt: of?.attempt ?? this.#n,
       startedAt: started,
       durationMs: now - started,
-      waitMs: this.#waitBefore,
+      waitMs: this.#waitBefore + (of?.heldMs ?? 0),
       outcome,
     };
     if (f) a.failure = f;

@@ -5,8 +5,12 @@ import { opt, parseOptions, Validator } from "../core/validate.ts";
 import {
   checkUpstreams,
   type Fallback,
+  type Leg,
   type MoveOn,
   Router,
+  roomOf,
+  SWITCH_AFTER_MS,
+  SWITCH_KINDS,
   type Strategy,
   type Upstream,
 } from "./router.ts";
@@ -116,9 +120,23 @@ class Ordered<T, C> implements Strategy<C> {
     return f?.kind === "context_exceeded" || this.#when(f, reasonOf(error), error);
   }
 
-  /** Retry at the same upstream, but not a refusal: another model may answer. */
-  retryHere(_i: number, f: Failure, error: unknown): boolean {
-    return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
+  /** Retry at the same upstream, but not a refusal (another model may answer), nor a rate
+   * limit, an overload or a timeout while the next upstream has room: it takes the call
+   * now, without the wait (wait if short, switch if long). */
+  retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
+    if (ON_FAILURE[f.kind] !== "retry-here" || isRefusal(error)) return false;
+    return !(SWITCH_KINDS.has(f.kind) && this.#onwardHasRoom(i, leg));
+  }
+
+  /** A call waits at upstream `i`'s rate limiter no longer than switching would take, while
+   * the next upstream has room. */
+  maxWaitMs(i: number, leg: Leg<C>): number | undefined {
+    return this.#onwardHasRoom(i, leg) ? SWITCH_AFTER_MS : undefined;
+  }
+
+  #onwardHasRoom(i: number, leg: Leg<C>): boolean {
+    const j = this.next(i, undefined);
+    return j >= 0 && !leg.tried.has(j) && roomOf(this.#ups[j]!) > 0;
   }
 
   next(i: number, failure: Failure | undefined): number {

@@ -14,8 +14,14 @@ export interface GateRequest {
   readonly group: object | undefined;
   /** Higher goes first in a queue. */
   readonly priority: number;
-  /** A wait may not pass this time on the policy's clock. */
+  /** The call's deadline on the policy's clock. */
   readonly deadlineAt: number;
+  /** A wait for room at a gate may not pass this: the deadline, or sooner when the call
+   * says how long it waits (`maxWaitMs`: a chain whose next upstream has room). */
+  readonly waitUntil: number;
+  /** The longest a 429's hold on every call may keep this one: a wait the upstream asked
+   * for, capped as a Retry-After is (`maxWaitMs`, else `retryAfter.maxMs`; the deadline). */
+  readonly holdMs: number;
   /** Ends a wait at once: the caller's abort, or a stream's consumer leaving. */
   readonly cancel: AbortSignal | undefined;
   readonly reporter: Reporter;
@@ -214,8 +220,10 @@ export class LimiterGate implements Gate {
     const take = () => limiter.tryAcquire(req.cost, req.group);
     const now = guard(req.reporter, "limiter.tryAcquire", take, NO_PERMIT);
     if (now !== undefined) return new PermitGrant(limiter, now);
+    const held = guard(req.reporter, "limiter.heldForMs", () => limiter.heldForMs?.() ?? 0, 0);
+    if (held > req.holdMs) throw new Refusal("rate-limit-wait", held);
     const wait = {
-      deadlineAt: req.deadlineAt,
+      deadlineAt: req.waitUntil,
       signal: req.cancel,
       priority: req.priority,
       group: req.group,

@@ -2,6 +2,10 @@ import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { AttemptRecord, Ledger } from "../core/ledger.ts";
 
+/** Why a call waits before an attempt: the server's Retry-After, the backoff, or the rate
+ * limiter (its queue for room, a concurrency slot, or a 429's hold on every call). */
+export type WaitCause = "retry-after" | "backoff" | "rate-limit";
+
 /** What an observer is told when a call starts. */
 export interface CallInfo {
   /** A stream (`policy.stream`) or one answer (`policy.execute`). */
@@ -46,8 +50,9 @@ export interface AttemptWatch {
 export interface CallWatch {
   /** Attempt `n` starts; `hedge`: while an earlier one is still in flight (rule 21). */
   attempt(n: number, hedge?: boolean): AttemptWatch;
-  /** The call waits `ms` before the next attempt: the server's hint, or the backoff. */
-  wait(ms: number, why: "retry-after" | "backoff", failure: Failure): void;
+  /** The call waits `ms` before the next attempt: the server's hint or the backoff (told
+   * before it, with the failure), or a gate's wait (told when it ended). */
+  wait(ms: number, why: WaitCause, failure: Failure | undefined): void;
   /** The call ended. */
   end(outcome: CallEnd): void;
 }

@@ -30,7 +30,7 @@ import { type GateRequest, type Gates, gatesOf } from "./gates.ts";
 export type LeanOwner = AttemptOwner & GateRequest;
 
 import { reportHookError } from "./hooks.ts";
-import { isObserver, type Observer } from "./observer.ts";
+import { isObserver, type Observer, type WaitCause } from "./observer.ts";
 
 /** What `onRetry` is told before a retry. */
 export interface RetryEvent {
@@ -44,6 +44,19 @@ export interface RetryEvent {
   /** Set when the attempt about to go is a hedge (rule 21): the attempt in flight has
    * shown nothing for the hedge delay and is still running; `error` is undefined. */
   readonly hedge?: true;
+}
+
+/** What `onWait` is told of each wait before an attempt. */
+export interface WaitEvent {
+  /** The server's Retry-After, the backoff, or the rate limiter (its queue or a 429's hold). */
+  readonly why: WaitCause;
+  /** How long: a retry's wait is told before it begins, a rate-limit wait once it ended. */
+  readonly ms: number;
+  /** The attempt the wait comes before (1 for the first). */
+  readonly attempt: number;
+  /** The failure a retry waits after; undefined for a rate-limit wait. */
+  readonly failure: Failure | undefined;
+  readonly ledger: Ledger;
 }
 
 /** What `onGiveUp` is told when a call ends without a value. */
@@ -117,6 +130,11 @@ export interface PolicyOptions {
   usage?: (value: unknown) => Partial<Usage> | undefined;
   /** Called before each retry; return false to veto it. */
   onRetry?: (event: RetryEvent) => unknown;
+  /** Called for every wait before an attempt: a retry's (Retry-After or backoff) and the
+   * rate limiter's (its errors never change the outcome). What the upstream asked for (a
+   * Retry-After, a 429's hold on every call) is capped at `retryAfter.maxMs`; every wait by
+   * the deadline. */
+  onWait?: (event: WaitEvent) => void;
   /** Called when a call ends without a value (its errors never change the outcome). */
   onGiveUp?: (event: GiveUpEvent) => void;
   /** Called when a call succeeds (its errors never change the outcome). */
@@ -152,6 +170,7 @@ export interface ResolvedOptions extends RetryRules {
   readonly prices: Readonly<Record<string, Price>>;
   readonly usage: ((value: unknown) => Partial<Usage> | undefined) | undefined;
   readonly onRetry: PolicyOptions["onRetry"];
+  readonly onWait: PolicyOptions["onWait"];
   readonly onGiveUp: PolicyOptions["onGiveUp"];
   readonly onSuccess: PolicyOptions["onSuccess"];
   readonly observe: Observer | undefined;
@@ -226,6 +245,7 @@ const SPEC = {
   prices,
   usage: opt.fn<ResolvedOptions["usage"]>(),
   onRetry: opt.fn<PolicyOptions["onRetry"]>(),
+  onWait: opt.fn<PolicyOptions["onWait"]>(),
   onGiveUp: opt.fn<PolicyOptions["onGiveUp"]>(),
   onSuccess: opt.fn<PolicyOptions["onSuccess"]>(),
   observe: opt.any<Observer>(isObserver, "an Observer (an object with call())"),
@@ -280,6 +300,8 @@ function leanOwner(
     group: undefined,
     priority: 0,
     deadlineAt: Number.POSITIVE_INFINITY,
+    waitUntil: Number.POSITIVE_INFINITY, // the lean path never waits at a gate
+    holdMs: Number.POSITIVE_INFINITY,
     cancel: undefined,
     reporter,
   });

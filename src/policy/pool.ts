@@ -8,6 +8,9 @@ import {
   type Leg,
   type MoveOn,
   Router,
+  roomOf,
+  SWITCH_AFTER_MS,
+  SWITCH_KINDS,
   type Strategy,
   type Upstream,
 } from "./router.ts";
@@ -86,23 +89,30 @@ class Healthiest<T, C> implements Strategy<C> {
     return this.#pick(leg, last);
   }
 
-  /** A 429 or an overload is not waited out at a deployment while another has room: the
-   * call moves there now, and this one cools down (rule 17). */
+  /** A 429, an overload or a timeout is not waited out at a deployment while another has
+   * room: the call moves there now, and this one cools down (rule 17). */
   retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
-    if (f.kind !== "rate_limited" && f.kind !== "overloaded")
+    if (!SWITCH_KINDS.has(f.kind))
       return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
+    return !this.#otherHasRoom(i, leg);
+  }
+
+  /** A call waits at a deployment's rate limiter no longer than switching would take,
+   * while another deployment has room. */
+  maxWaitMs(i: number, leg: Leg<C>): number | undefined {
+    return this.#otherHasRoom(i, leg) ? SWITCH_AFTER_MS : undefined;
+  }
+
+  #otherHasRoom(i: number, leg: Leg<C>): boolean {
     const now = this.#clock.now();
     for (let j = 0; j < this.#deps.length; j++)
       if (j !== i && !leg.tried.has(j) && this.#health[j]!.until <= now && this.#room(j) > 0)
-        return false;
-    return true;
+        return true;
+    return false;
   }
 
-  /** A deployment's room: its rate limiter's headroom; none while its breaker is open. */
   #room(i: number): number {
-    const { limiter, breaker } = this.#deps[i]!.policy.options;
-    if (breaker?.state === "open") return -1;
-    return limiter?.headroom() ?? 1;
+    return roomOf(this.#deps[i]!);
   }
 
   async #pick(leg: Leg<C>, last: unknown): Promise<number> {

@@ -1,5 +1,5 @@
 import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
-import type { Failure } from "../core/failure.ts";
+import type { Failure, FailureKind } from "../core/failure.ts";
 import { Ledger } from "../core/ledger.ts";
 import { isA } from "../core/safe.ts";
 import type { Validator } from "../core/validate.ts";
@@ -82,8 +82,38 @@ export interface Strategy<C> {
   /** Whether a failure at upstream `i` is retried there (else its policy gives up, and
    * the call moves on): wait if short, switch if long. @default every retryable one */
   retryHere?(i: number, failure: Failure, error: unknown, leg: Leg<C>): boolean;
+  /** The longest a call at upstream `i` waits at its gates (the rate limiter) before it
+   * is refused and moves on: short when another upstream has room. @default the policy's */
+  maxWaitMs?(i: number, leg: Leg<C>): number | undefined;
   /** The call succeeded at upstream `i`. */
   succeeded?(i: number): void;
+}
+
+/** How long a call waits at an upstream's gates while another upstream has room: past it
+ * the call is refused there (`rate-limit-wait`) and moves on. About what a healthy
+ * upstream takes to begin an answer: a wait longer than that loses to switching. */
+export const SWITCH_AFTER_MS = 1_000;
+
+/** The failures that move a call on at once when another upstream has room (wait if
+ * short, switch if long): a rate limit or an overload (the upstream refuses a share of
+ * calls; its Retry-After, or the backoff, is a wait the next one does not ask for) and a
+ * timeout (a slow failure: a second try costs the same time again). */
+export const SWITCH_KINDS: ReadonlySet<FailureKind> = new Set([
+  "rate_limited",
+  "overloaded",
+  "timeout",
+]);
+
+/** An upstream's room for a call now: its rate limiter's headroom (0 while a 429's wait
+ * holds it); none (-1) while its breaker is open. */
+export function roomOf(u: Upstream<unknown, unknown>): number {
+  const { limiter, breaker } = u.policy.options;
+  if (breaker?.state === "open") return -1;
+  try {
+    return limiter?.headroom() ?? 1;
+  } catch {
+    return 1; // a limiter that throws does not stop traffic (rule 12)
+  }
 }
 
 const isPolicy = (p: unknown) => typeof (p as Policy)?.execute === "function";
@@ -185,12 +215,16 @@ export class Router<T, C> implements Fallback<T, C> {
     }
   }
 
-  /** What hop `i` is handed: the leg's limits, and the strategy's say on retrying there. */
+  /** What hop `i` is handed: the leg's limits, and the strategy's say on retrying and
+   * waiting there. */
   #hop(leg: Leg<C>, i: number): CallOptions & { ledger: Ledger } {
     const hop = leg.hop(this.#ups[i]!);
-    const here = this.#strategy.retryHere;
-    if (here === undefined) return hop;
-    return { ...hop, retryIf: (f, error) => here.call(this.#strategy, i, f, error, leg) };
+    const s = this.#strategy;
+    const wait = s.maxWaitMs?.(i, leg);
+    if (wait !== undefined) hop.maxWaitMs = wait;
+    const here = s.retryHere;
+    if (here !== undefined) hop.retryIf = (f, error) => here.call(s, i, f, error, leg);
+    return hop;
   }
 
   /** After a hop failed: the next upstream's index, or -1 when the caller sees the error. */

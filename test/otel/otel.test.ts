@@ -94,6 +94,21 @@ const attemptSpans = () =>
 const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId;
 
 describe("breakwater/otel with the real openai client on the fault server", () => {
+  it("a wait at the rate limiter is an event on the call's span, with its length", async () => {
+    fs.script({ rateLimit: { requestsPerMinute: 1, windowMs: 400 } });
+    const { ai } = client();
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    spans.reset();
+    await ai.chat.completions.create({ model: "gpt-test", messages });
+    const [call] = byName("chat gpt-test");
+    const waits = call!.events.map((e) => [
+      e.name,
+      e.attributes?.["breakwater.wait_why"],
+      Number(e.attributes?.["breakwater.wait_ms"]) >= 250,
+    ]);
+    expect(waits).toEqual([["breakwater.wait", "rate-limit", true]]);
+  });
+
   it("two 503s then a success: one call span (GenAI conventions), three attempt spans, two waits", async () => {
     fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
     const { ai } = client();

@@ -5,6 +5,7 @@ import {
   CircuitBreaker,
   fallback,
   policy,
+  RateLimiter,
   RetryBudget,
   Run,
   reasonOf,
@@ -26,9 +27,52 @@ function upstream(name: string, errors: unknown[] = []) {
 }
 
 describe("fallback: the next upstream when this one cannot take the call", () => {
+  it("an overload, a rate limit or a timeout moves on at once while the next has room (wait if short, switch if long)", async () => {
+    for (const error of [httpError(503), httpError(429, { headers: { "retry-after": "2" } }), httpError(504)]) {
+      const clock = new VirtualClock();
+      const a = upstream("a", [error, error]);
+      const b = upstream("b");
+      const chain = fallback([
+        { name: "a", policy: policy({ clock }), call: a.call },
+        { name: "b", policy: policy({ clock }), call: b.call },
+      ]);
+      expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "b" });
+      expect([a.calls(), b.calls(), clock.now()]).toEqual([1, 1, 0]);
+    }
+  });
+
+  it("... but retries it where it is when the next has no room (its breaker open)", async () => {
+    const clock = new VirtualClock();
+    const a = upstream("a", [httpError(503)]);
+    const b = upstream("b");
+    const open = new CircuitBreaker({ clock, consecutiveFailures: 1 });
+    open.onFailure();
+    const chain = fallback([
+      { name: "a", policy: policy({ clock }), call: a.call },
+      { name: "b", policy: policy({ clock, breaker: open }), call: b.call },
+    ]);
+    expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "a" });
+    expect([a.calls(), b.calls()]).toEqual([2, 0]);
+  });
+
+  it("a call the primary's limiter would hold longer than switching takes goes to the next at once", async () => {
+    const clock = new VirtualClock();
+    const held = new RateLimiter({ clock });
+    held.hold(40_000); // a 429's Retry-After: 40
+    const a = upstream("a");
+    const b = upstream("b");
+    const chain = fallback([
+      { name: "a", policy: policy({ clock, limiter: held }), call: a.call },
+      { name: "b", policy: policy({ clock }), call: b.call },
+    ]);
+    for (let i = 0; i < 3; i++)
+      expect(await drive(clock, chain.execute())).toEqual({ ok: true, value: "b" });
+    expect([a.calls(), b.calls(), clock.now()]).toEqual([0, 3, 0]);
+  });
+
   it("primary down: its attempts, then the fallback answers; one ledger names both", async () => {
     const clock = new VirtualClock();
-    const a = upstream("a", [httpError(503), httpError(503), httpError(503)]);
+    const a = upstream("a", [httpError(500), httpError(500), httpError(500)]);
     const b = upstream("b");
     const chain = fallback([
       { name: "a", policy: policy({ clock, maxAttempts: 2 }), call: a.call },
@@ -199,8 +243,8 @@ describe("fallback with the real SDK clients on two fault servers", () => {
   });
   afterAll(() => Promise.all([primary.close(), secondary.close()]));
 
-  it("OpenAI answers 503 every time: its attempts, then Anthropic answers", async () => {
-    primary.setScript({ rules: [{ route: "openai", status: 503 }] });
+  it("OpenAI answers 500 every time: its attempts, then Anthropic answers", async () => {
+    primary.setScript({ rules: [{ route: "openai", status: 500 }] });
     const openai = new OpenAI({ baseURL: `${primary.url}/v1`, apiKey: "test", maxRetries: 0 });
     const anthropic = new Anthropic({ baseURL: secondary.url, apiKey: "test", maxRetries: 0 });
     const fast = { backoff: { baseMs: 5, capMs: 10 } };

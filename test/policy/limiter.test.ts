@@ -3,6 +3,8 @@ import { CircuitBreaker } from "../../src/core/breaker.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { RateLimiter } from "../../src/core/limiter.ts";
+import type { Ledger } from "../../src/core/ledger.ts";
+import type { PolicyOptions, WaitEvent } from "../../src/policy/options.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { Run } from "../../src/run/run.ts";
 import { FakeStream } from "../../src/testing/index.ts";
@@ -10,10 +12,13 @@ import { drive, driveError, httpError } from "../helpers.ts";
 
 declare function gc(): void;
 
-const setup = (limits: ConstructorParameters<typeof RateLimiter>[0] = {}) => {
+const setup = (
+  limits: ConstructorParameters<typeof RateLimiter>[0] = {},
+  more: PolicyOptions = {},
+) => {
   const clock = new VirtualClock();
   const limiter = new RateLimiter({ clock, ...limits });
-  const p = policy({ clock, limiter, budget: false });
+  const p = policy({ clock, limiter, budget: false, ...more });
   const sent: number[] = [];
   const op = () => {
     sent.push(clock.now());
@@ -23,6 +28,44 @@ const setup = (limits: ConstructorParameters<typeof RateLimiter>[0] = {}) => {
 };
 
 describe("a policy with a rate limiter", () => {
+  it("a 429's hold past the cap (retryAfter.maxMs, 30 s by default) refuses a call at once; a cap raised past it waits it out", async () => {
+    for (const [maxMs, expected] of [
+      [30_000, ["rate-limit-wait", 40_000, 0, []]],
+      [60_000, [undefined, undefined, 40_000, [["rate-limit", 40_000]]]],
+    ] as const) {
+      const waits: WaitEvent[] = [];
+      const { clock, p, limiter, op } = setup(
+        {},
+        { retryAfter: { maxMs }, onWait: (e) => void waits.push(e) },
+      );
+      limiter.hold(40_000); // a 429 said Retry-After: 40
+      const r = await drive(clock, p.execute(op));
+      const e = r.ok ? undefined : r.error;
+      expect([
+        reasonOf(e),
+        (e as BreakwaterError | undefined)?.retryAfterMs,
+        clock.now(),
+        waits.map((w) => [w.why, w.ms]),
+      ]).toEqual(expected);
+    }
+  });
+
+  it("a wait within the cap is told to onWait and counted in the ledger as waited", async () => {
+    const waits: WaitEvent[] = [];
+    const { clock, p, op } = setup(
+      { limits: { requestsPerMinute: 4 } },
+      { onWait: (e) => void waits.push(e), onSuccess: (e) => void ledgers.push(e.ledger) },
+    );
+    const ledgers: Ledger[] = [];
+    await Promise.all([p.execute(op), p.execute(op), p.execute(op), p.execute(op)]);
+    await drive(clock, p.execute(op));
+    expect(waits.map((w) => [w.why, w.ms, w.attempt, w.failure])).toEqual([
+      ["rate-limit", 15_000, 1, undefined],
+    ]);
+    expect(ledgers.at(-1)!.waitedMs).toBe(15_000);
+    expect(ledgers.at(-1)!.attempts[0]!.waitMs).toBe(15_000);
+  });
+
   it("waits for room instead of sending into the limit", async () => {
     const { clock, p, sent, op } = setup({ limits: { requestsPerMinute: 2 } });
     const calls = [p.execute(op), p.execute(op), p.execute(op)];
