@@ -1,12 +1,4 @@
-import {
-  type Ledger,
-  ledgerOf,
-  type Policy,
-  policy,
-  RetryBudget,
-  reasonOf,
-  VirtualClock,
-} from "../index.ts";
+import { type Ledger, ledgerOf, type Policy, policy, reasonOf, VirtualClock } from "../index.ts";
 import { FakeModel, type FakeStep, mulberry32 } from "../testing/index.ts";
 
 const fmtMs = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
@@ -40,42 +32,44 @@ const CASES: readonly [string, FakeStep[]][] = [
     "a spent quota (429 insufficient_quota): not retried",
     [{ fail: 429, code: "insufficient_quota" }],
   ],
+  ["a 503 storm: the three attempts used up", [{ fail: 503 }]],
+  ["a hung attempt: the call's 20 s deadline ends it", [{ text: "never", latencyMs: 60_000 }]],
   [
-    "a hung attempt cut at 5 s, then an answer",
-    [
-      { text: "never", latencyMs: 60_000 },
-      { text: "Here you go.", latencyMs: 400 },
-    ],
+    "a 429 with Retry-After: 120: past the 30 s cap, the call ends at once",
+    [{ fail: 429, retryAfterS: 120 }, { text: "never sent" }],
   ],
-  ["a 503 storm: attempts used up", [{ fail: 503 }]],
+  [
+    "the next call, while that Retry-After holds every call: refused before sending",
+    [{ text: "never sent" }],
+  ],
 ];
 
-/** A short demo: a flaky fake model driven by a policy in virtual time. */
+/** The deadline each call of the demo is given: the one thing a user tells breakwater. */
+const DEADLINE_MS = 20_000;
+
+/** A short demo: a flaky fake model driven by `policy()` as users get it (its defaults;
+ * only the clock, the random source and the hooks that print are the demo's), in virtual
+ * time, each call with a deadline. */
 export async function demo(out: (s: string) => void = console.log): Promise<void> {
   const clock = new VirtualClock();
   const seen: { ledger?: Ledger } = {};
-  const budget = new RetryBudget({ maxTokens: 10, tokenRatio: 0.1 });
   const p = policy({
-    maxAttempts: 4,
-    backoff: { baseMs: 500, capMs: 8_000 },
-    retryAfter: { maxMs: 30_000 },
-    deadlineMs: 20_000,
-    attemptTimeoutMs: 5_000,
-    budget,
     clock,
     random: mulberry32(7),
     usage: (r) => (r as { usage: { inputTokens: number; outputTokens: number } }).usage,
     onSuccess: (e) => {
       seen.ledger = e.ledger;
     },
-    onRetry: (e) =>
-      out(`  retry after attempt ${e.attempt}: ${e.failure.kind}, waiting ${fmtMs(e.delayMs)}`),
+    onWait: (e) =>
+      out(
+        `  wait before attempt ${e.attempt}: ${fmtMs(e.ms)} (${e.why}, after ${e.failure?.kind})`,
+      ),
   });
-  out("breakwater demo: a flaky fake model, one policy, virtual time\n");
-  for (const [title, steps] of CASES) await demoCase(out, clock, p, seen, title, steps);
+  out("breakwater demo: a flaky fake model, policy() as you get it (its defaults), virtual time");
   out(
-    `retry budget left: ${budget.tokens} tokens (granted ${budget.stats.granted}, refused ${budget.stats.refused})`,
+    `each call has a ${DEADLINE_MS / 1000} s deadline (policy().execute(fn, { deadlineMs })); nothing else is set\n`,
   );
+  for (const [title, steps] of CASES) await demoCase(out, clock, p, seen, title, steps);
 }
 
 /** One case: the call in virtual time, what it answered or why it gave up, its ledger. */
@@ -90,7 +84,7 @@ async function demoCase(
   out(`- ${title}`);
   const model = new FakeModel(clock, steps);
   const started = clock.now();
-  const call = p.execute(({ signal }) => model.generate(signal));
+  const call = p.execute(({ signal }) => model.generate(signal), { deadlineMs: DEADLINE_MS });
   let ledger: Ledger | undefined;
   let settled = false;
   call.then(

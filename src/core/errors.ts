@@ -31,8 +31,7 @@ const REASONS = {
   "attempt-timeout": { own: true, message: "every attempt ran out of time" },
   "rate-limit-wait": {
     own: true,
-    message:
-      "the rate limits would hold the call past its deadline, or a 429's hold past the wait cap (retryAfter.maxMs): refused before sending",
+    message: "the rate limits would hold the call past its deadline: refused before sending",
   },
   "pool-cooldown": {
     own: true,

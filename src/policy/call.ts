@@ -24,9 +24,8 @@ import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
 import { Attempt, type AttemptEnd, type AttemptOwner, endGrants, type Grant } from "./attempt.ts";
 import { type GateRequest, Refusal } from "./gates.ts";
-import type { WaitCause } from "./observer.ts";
 import { reportHookError, runHook } from "./hooks.ts";
-import type { CallWatch, Observer } from "./observer.ts";
+import type { CallWatch, Observer, WaitCause } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** What every attempt is handed. */
@@ -529,7 +528,7 @@ export class Call implements AttemptOwner, GateRequest {
     const left = this.#leaving?.();
     if (left?.aborted) this.#giveUp("cancelled", left.reason, CANCELLED);
     if (!isA(e, Refusal)) throw e;
-    this.#giveUp(e.reason, this.#lastError ?? e.cause, this.#lastFailure, e.waitMs);
+    this.#giveUp(e.reason, this.#lastError ?? e.cause, this.#lastFailure, e.waitMs, e.words);
   }
 
   /** Gives up before an attempt when the caller, the run or the deadline say no; a later
@@ -773,6 +772,7 @@ export class Call implements AttemptOwner, GateRequest {
     error: unknown,
     f: Failure | undefined,
     retryAfterMs?: number,
+    words?: string,
   ): never {
     const ledger = this.ledger;
     const partial = this.#partial;
@@ -782,8 +782,9 @@ export class Call implements AttemptOwner, GateRequest {
     let thrown = error;
     if (isOwnReason(reason) || error === null || typeof error !== "object") {
       const init = { cause: error, ledger, failure: f, retryAfterMs, partial };
-      const words = reason === "run-deadline" ? shareWords(this.#options?.run) : undefined;
-      thrown = new BreakwaterError(reason, init, words);
+      const said =
+        words ?? (reason === "run-deadline" ? shareWords(this.#options?.run) : undefined);
+      thrown = new BreakwaterError(reason, init, said);
     } else {
       tagError(error, reason, ledger, f, partial);
     }

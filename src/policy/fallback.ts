@@ -9,9 +9,9 @@ import {
   type MoveOn,
   Router,
   roomOf,
+  type Strategy,
   SWITCH_AFTER_MS,
   SWITCH_KINDS,
-  type Strategy,
   type Upstream,
 } from "./router.ts";
 

@@ -34,10 +34,13 @@ export class Refusal {
   readonly waitMs: number | undefined;
   /** The gate's own error, if it gave one. */
   readonly cause: unknown;
-  constructor(reason: GiveUpReason, waitMs?: number, cause?: unknown) {
+  /** What the error says, when the reason's own words do not say it. */
+  readonly words: string | undefined;
+  constructor(reason: GiveUpReason, waitMs?: number, cause?: unknown, words?: string) {
     this.reason = reason;
     this.waitMs = waitMs;
     this.cause = cause;
+    this.words = words;
   }
 }
 
@@ -156,6 +159,9 @@ export class AdmissionGate implements Gate, Grant {
   }
 }
 
+const HELD =
+  "a 429's Retry-After holds every call of this upstream past the longest wait (retryAfter.maxMs): refused before sending";
+
 const NO_PERMIT: Permit = { settle: () => {}, cancel: () => {} };
 
 /** The rate limiter's permit for one attempt: settled with what the attempt spent (a
@@ -221,7 +227,7 @@ export class LimiterGate implements Gate {
     const now = guard(req.reporter, "limiter.tryAcquire", take, NO_PERMIT);
     if (now !== undefined) return new PermitGrant(limiter, now);
     const held = guard(req.reporter, "limiter.heldForMs", () => limiter.heldForMs?.() ?? 0, 0);
-    if (held > req.holdMs) throw new Refusal("rate-limit-wait", held);
+    if (held > req.holdMs) throw new Refusal("rate-limit-wait", held, undefined, HELD);
     const wait = {
       deadlineAt: req.waitUntil,
       signal: req.cancel,

@@ -9,9 +9,9 @@ import {
   type MoveOn,
   Router,
   roomOf,
+  type Strategy,
   SWITCH_AFTER_MS,
   SWITCH_KINDS,
-  type Strategy,
   type Upstream,
 } from "./router.ts";
 
@@ -92,8 +92,7 @@ class Healthiest<T, C> implements Strategy<C> {
   /** A 429, an overload or a timeout is not waited out at a deployment while another has
    * room: the call moves there now, and this one cools down (rule 17). */
   retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
-    if (!SWITCH_KINDS.has(f.kind))
-      return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
+    if (!SWITCH_KINDS.has(f.kind)) return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
     return !this.#otherHasRoom(i, leg);
   }
 

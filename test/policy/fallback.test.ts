@@ -2,6 +2,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  BreakwaterError,
   CircuitBreaker,
   fallback,
   policy,
@@ -11,6 +12,7 @@ import {
   reasonOf,
   VirtualClock,
 } from "../../src/index.ts";
+import type { WaitEvent } from "../../src/policy/options.ts";
 import { FakeStream, type FaultServer, startFaultServer } from "../../src/testing/index.ts";
 import { drive, driveError, httpError } from "../helpers.ts";
 
@@ -28,7 +30,11 @@ function upstream(name: string, errors: unknown[] = []) {
 
 describe("fallback: the next upstream when this one cannot take the call", () => {
   it("an overload, a rate limit or a timeout moves on at once while the next has room (wait if short, switch if long)", async () => {
-    for (const error of [httpError(503), httpError(429, { headers: { "retry-after": "2" } }), httpError(504)]) {
+    for (const error of [
+      httpError(503),
+      httpError(429, { headers: { "retry-after": "2" } }),
+      httpError(504),
+    ]) {
       const clock = new VirtualClock();
       const a = upstream("a", [error, error]);
       const b = upstream("b");
@@ -178,6 +184,34 @@ describe("fallback: the next upstream when this one cannot take the call", () =>
     expect(b.calls()).toBeLessThanOrEqual(2); // 3 in all, one spent at "a"
   });
 
+  it("streams: a silent primary is timed out once (firstTokenTimeoutMs), then the fallback answers", async () => {
+    const clock = new VirtualClock();
+    let opened = 0;
+    const chain = fallback<never, { text: string }>([
+      {
+        name: "silent",
+        policy: policy({ clock, firstTokenTimeoutMs: 10_000 }),
+        open: () => {
+          opened++;
+          return new FakeStream(clock, [{ chunk: { text: "late" }, afterMs: 20_000 }]);
+        },
+      },
+      {
+        name: "b",
+        policy: policy({ clock }),
+        open: () => new FakeStream(clock, [{ chunk: { text: "b" }, afterMs: 10 }]),
+      },
+    ]);
+    const got: string[] = [];
+    const r = await drive(
+      clock,
+      (async () => {
+        for await (const c of chain.stream()) got.push(c.text);
+      })(),
+    );
+    expect([r.ok, got, opened, clock.now()]).toEqual([true, ["b"], 1, 10_010]);
+  });
+
   it("streams: a primary that fails before content hands over; after content, nothing moves", async () => {
     const clock = new VirtualClock();
     const text = (t: string) => ({ chunk: { text: t }, afterMs: 10 });
@@ -286,5 +320,80 @@ describe("fallback with the real SDK clients on two fault servers", () => {
       "openai:gpt-4o-mini",
       "anthropic:claude",
     ]);
+  });
+
+  /** The README's chain: openai, then anthropic, under one 60 s deadline. */
+  function readmeChain(viaOpenAI = policy(), viaAnthropic = policy()) {
+    const openai = new OpenAI({ baseURL: `${primary.url}/v1`, apiKey: "test", maxRetries: 0 });
+    const anthropic = new Anthropic({ baseURL: secondary.url, apiKey: "test", maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "hi" }];
+    return fallback<string>(
+      [
+        {
+          name: "openai",
+          policy: viaOpenAI,
+          call: async ({ signal }) =>
+            (await openai.chat.completions.create({ model: "gpt-4.1", messages }, { signal }))
+              .choices[0]!.message.content ?? "",
+        },
+        {
+          name: "anthropic",
+          policy: viaAnthropic,
+          call: async ({ signal }) =>
+            (
+              await anthropic.messages.create(
+                { model: "claude-sonnet-4-6", max_tokens: 64, messages },
+                { signal },
+              )
+            ).content[0]!.type,
+        },
+      ],
+      { deadlineMs: 60_000 },
+    );
+  }
+
+  it("OpenAI answers 429 with Retry-After: 40: every call answers from Anthropic at once, none held in OpenAI's limiter", async () => {
+    primary.setScript({ rules: [{ route: "openai", status: 429, retryAfter: 40 }] });
+    primary.resetStats();
+    secondary.resetStats();
+    const chain = readmeChain();
+    const started = performance.now();
+    for (let i = 0; i < 3; i++) expect(await chain.execute()).toBe("text");
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect([primary.stats().requests, secondary.stats().requests]).toEqual([1, 3]);
+  });
+
+  it("a single upstream: a 429's hold past the cap ends a later call at once (a local refusal, whole ms); with the cap raised past it, the call waits it out", async () => {
+    primary.setScript({
+      rules: [{ route: "openai", status: 429, retryAfter: 1, requests: [1, 1] }],
+    });
+    primary.resetStats();
+    const openai = new OpenAI({ baseURL: `${primary.url}/v1`, apiKey: "test", maxRetries: 0 });
+    const ask = (p: ReturnType<typeof policy>) =>
+      p.execute(({ signal }) =>
+        openai.chat.completions.create(
+          { model: "gpt-4.1", messages: [{ role: "user", content: "hi" }] },
+          { signal },
+        ),
+      );
+    const capped = policy({ retryAfter: { maxMs: 500 } });
+    expect(reasonOf(await ask(capped).catch((e: unknown) => e))).toBe("retry-after-too-long");
+    const refused = await ask(capped).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BreakwaterError);
+    expect([reasonOf(refused), primary.stats().requests]).toEqual(["rate-limit-wait", 1]);
+    expect(Number.isInteger((refused as BreakwaterError).retryAfterMs)).toBe(true);
+    const waits: WaitEvent[] = [];
+    const raised = policy({ retryAfter: { maxMs: 2_000 }, onWait: (e) => void waits.push(e) });
+    primary.setScript({
+      rules: [{ route: "openai", status: 429, retryAfter: 1, requests: [1, 1] }],
+    });
+    primary.resetStats();
+    const first = ask(raised); // a 429 (retried after its second), which holds the limiter
+    while (waits.length === 0) await new Promise((r) => setTimeout(r, 5)); // its 429 is booked
+    await Promise.all([first, ask(raised)]); // the second waits the hold out
+    const held = waits.find((w) => w.why === "rate-limit");
+    expect(waits.map((w) => w.why).sort()).toEqual(["rate-limit", "retry-after"]);
+    expect(held!.ms).toBeGreaterThan(500);
+    expect(primary.stats().requests).toBe(3);
   });
 });
