@@ -2,9 +2,10 @@ import type { GiveUpReason } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { AttemptRecord, Ledger } from "../core/ledger.ts";
 
-/** Why a call waits before an attempt: the server's Retry-After, the backoff, or the rate
- * limiter (its queue for room, a concurrency slot, or a 429's hold on every call). */
-export type WaitCause = "retry-after" | "backoff" | "rate-limit";
+/** Why a call waits before an attempt: the server's Retry-After, the backoff, the rate
+ * limiter (its queue for room, a concurrency slot, or a 429's hold on every call), or a
+ * pool's wait for a deployment's cooldown to end. */
+export type WaitCause = "retry-after" | "backoff" | "rate-limit" | "cooldown";
 
 /** What an observer is told when a call starts. */
 export interface CallInfo {

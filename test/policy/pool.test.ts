@@ -10,7 +10,11 @@ import { drive, driveError, httpError } from "../helpers.ts";
 /** Deployments whose answers the test scripts: `fail[name]` says what the next call gets. */
 function setup(
   names: string[],
-  extra: { limiters?: Record<string, RateLimiter>; clock?: VirtualClock } = {},
+  extra: {
+    limiters?: Record<string, RateLimiter>;
+    clock?: VirtualClock;
+    onWait?: PolicyOptions["onWait"];
+  } = {},
 ) {
   const clock = extra.clock ?? new VirtualClock();
   const hits: string[] = [];
@@ -22,6 +26,7 @@ function setup(
       maxAttempts: 1,
       budget: false,
       ...(extra.limiters?.[name] && { limiter: extra.limiters[name] }),
+      ...(extra.onWait && { onWait: extra.onWait }),
     }),
     call: () => {
       hits.push(name);
@@ -135,6 +140,18 @@ describe("pool", () => {
     expect(r).toEqual({ ok: true, value: "a" });
     expect(hits).toEqual(["a", "b", "a"]);
     expect(clock.now()).toBe(3000);
+  });
+
+  it("the wait for a recovery is told to the recovering deployment's onWait, with its length", async () => {
+    const waits: [string, number, number][] = [];
+    const { deps, fail, clock } = setup(["a"], {
+      onWait: (e) => void waits.push([e.why, e.ms, e.attempt]),
+    });
+    const p = pool(deps, { cooldownMs: 3000, deadlineMs: 10_000 });
+    let failures = 0;
+    fail.a = () => (failures++ === 0 ? httpError(503) : undefined);
+    expect(await drive(clock, p.execute())).toEqual({ ok: true, value: "a" });
+    expect(waits).toEqual([["cooldown", 3000, 2]]);
   });
 
   it("…and ends with pool-cooldown, the wait it would need and the last error, when it does not", async () => {
