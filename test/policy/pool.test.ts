@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { BreakwaterError, reasonOf } from "../../src/core/errors.ts";
 import { RateLimiter } from "../../src/core/limiter.ts";
+import type { PolicyOptions } from "../../src/policy/options.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { pool } from "../../src/policy/pool.ts";
 import { Run } from "../../src/run/run.ts";
