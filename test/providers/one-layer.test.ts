@@ -141,8 +141,8 @@ describe("a request's own retry knobs are breakwater's (one layer per call)", ()
 });
 
 describe("a wrapped client inside another policy's call is one attempt of it", () => {
-  it("a fallback chain of wrapped clients: a persistent 503 reaches the primary maxAttempts times", async () => {
-    fs.script({ rules: [{ model: "primary", status: 503 }] });
+  it("a fallback chain of wrapped clients: a persistent 500 reaches the primary maxAttempts times", async () => {
+    fs.script({ rules: [{ model: "primary", status: 500 }] });
     const pa = fast();
     const pb = fast();
     const a = openai(pa);
