@@ -30,6 +30,13 @@ ${DEMO_USAGE}
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
 
+// A reader that stops reading (`breakwater storm --markdown | head`) ends the command quietly,
+// as Unix tools do, not with an unhandled EPIPE.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(0);
+});
+
 /** This package's version, from its package.json (two levels up from src/cli or dist/cli). */
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));

@@ -99,6 +99,17 @@ describe("the breakwater command", () => {
     expect(none.stderr).toMatch(/storm\s+simulate an outage/);
   });
 
+  it("a reader that stops reading ends the command quietly (exit 0, nothing on stderr), as `| head` does", async () => {
+    const child = spawn(process.execPath, ["src/cli/main.ts", "demo"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (d) => (stderr += d));
+    child.stdout.once("data", () => child.stdout.destroy());
+    const code = await new Promise<number | null>((r) => child.once("exit", r));
+    expect([code, stderr]).toEqual([0, ""]);
+  });
+
   it("--version, and --help for every command", async () => {
     const { version } = JSON.parse(readFileSync("package.json", "utf8"));
     expect((await cli("--version")).stdout).toBe(`${version}\n`);
