@@ -63,6 +63,10 @@ export interface CallOptions {
   deadlineAt?: number;
   /** Fewer attempts than the policy allows, for this call (what a chain has left). */
   maxAttempts?: number;
+  /** A wait before this call's first attempt that happened outside it (a pool's wait for
+   * a deployment's recovery): told to `onWait` and the observer as the call begins, and
+   * booked on the first attempt's `waitMs`. */
+  waited?: { readonly ms: number; readonly why: WaitCause; readonly failure?: Failure };
   /** The longest this call waits at the rate limiter before an attempt (its queue for room,
    * a 429's hold on every call): a longer wait is refused at once with `rate-limit-wait`
    * (a chain whose next upstream has room sets it short: wait if short, switch if long).
@@ -145,6 +149,10 @@ export const CALL_SPEC = {
   ),
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
   maxWaitMs: opt.any<number>((x) => typeof x === "number" && x >= 0, "a number of ms >= 0"),
+  waited: opt.any<NonNullable<CallOptions["waited"]>>(
+    (x) => typeof (x as { ms?: unknown } | null)?.ms === "number",
+    "{ ms, why }: a wait before the first attempt",
+  ),
   deadlineMs: opt.any<number>(isMs, "a number of ms > 0"),
   attemptTimeoutMs: opt.any<number>(isMs, "a number of ms > 0"),
   ledger: opt.any<Ledger>((x) => isA(x, Ledger), "a Ledger"),
@@ -268,6 +276,11 @@ export class Call implements AttemptOwner, GateRequest {
     if (options?.ledger === undefined) this.#limits?.addCall(this.ledger);
     this.#hedging = hedgingOf(o, options);
     if (o.observe !== undefined) this.#watch = this.#watched(o.observe, options, stream);
+    const waited = options?.waited;
+    if (waited !== undefined && waited.ms > 0) {
+      this.#heldMs = waited.ms;
+      this.#told(waited.why, waited.ms, waited.failure);
+    }
   }
 
   /** The observer's watch of this call, told what the call is. */

@@ -2,7 +2,6 @@ import { BreakwaterError, failureOf, reasonOf } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { CHAIN_SPEC, type FallbackOptions, isRefusal, movesOn, ON_FAILURE } from "./fallback.ts";
-import { runHook } from "./hooks.ts";
 import {
   checkUpstreams,
   type Fallback,
@@ -153,25 +152,12 @@ class Healthiest<T, C> implements Strategy<C> {
         failure: failureOf(last),
         retryAfterMs: at - now,
       });
-    this.#told(next, at - now, leg, last);
     await this.#clock.sleep(at - now, leg.signal);
+    // Told and booked by the call the next hop makes (its policy's onWait, its ledger).
+    const failure = failureOf(last);
+    leg.waited = { ms: at - now, why: "cooldown", ...(failure && { failure }) };
     leg.tried.delete(next);
     return this.#pick(leg, last);
-  }
-
-  /** The wait for deployment `i` to recover, told to its policy's `onWait` (a hook that
-   * throws is reported, rule 12). */
-  #told(i: number, ms: number, leg: Leg<C>, last: unknown): void {
-    const onWait = this.#deps[i]!.policy.options.onWait;
-    if (onWait === undefined) return;
-    const event = {
-      why: "cooldown" as const,
-      ms,
-      attempt: leg.ledger.attempts.length + 1,
-      failure: failureOf(last),
-      ledger: leg.ledger,
-    };
-    runHook(leg, "onWait", () => onWait(event), undefined);
   }
 
   /** A deployment gave up on a call in a way that moves it on: count it, and cool the

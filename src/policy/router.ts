@@ -61,6 +61,9 @@ export interface Leg<C> {
   readonly signal: AbortSignal | undefined;
   /** Upstreams this call left after a failure that moved it on. */
   readonly tried: Set<number>;
+  /** A wait the strategy made before the next hop (a pool's for a recovery): the hop's
+   * call tells it and books it on its first attempt. */
+  waited: CallOptions["waited"];
   hop(u: Upstream<unknown, C>): CallOptions & { ledger: Ledger };
 }
 
@@ -222,6 +225,10 @@ export class Router<T, C> implements Fallback<T, C> {
     const s = this.#strategy;
     const wait = s.maxWaitMs?.(i, leg);
     if (wait !== undefined) hop.maxWaitMs = wait;
+    if (leg.waited !== undefined) {
+      hop.waited = leg.waited;
+      leg.waited = undefined;
+    }
     const here = s.retryHere;
     if (here !== undefined) hop.retryIf = (f, error) => here.call(s, i, f, error, leg);
     return hop;
@@ -253,6 +260,7 @@ export class Router<T, C> implements Fallback<T, C> {
       deadlineAt,
       signal: call?.signal,
       tried: new Set(),
+      waited: undefined,
       deadline: (now) => Math.min(deadlineAt, run?.callDeadline(now) ?? Number.POSITIVE_INFINITY),
       hop: (u) => ({
         ...(call?.signal && { signal: call.signal }),

@@ -143,7 +143,7 @@ describe("pool", () => {
     expect(clock.now()).toBe(3000);
   });
 
-  it("the wait for a recovery is told to the recovering deployment's onWait, with its length", async () => {
+  it("the wait for a recovery is told to the recovering deployment's onWait and booked in the ledger", async () => {
     const waits: [string, number, number][] = [];
     const { deps, fail, clock } = setup(["a"], {
       onWait: (e) => void waits.push([e.why, e.ms, e.attempt]),
@@ -151,8 +151,12 @@ describe("pool", () => {
     const p = pool(deps, { cooldownMs: 3000, deadlineMs: 10_000 });
     let failures = 0;
     fail.a = () => (failures++ === 0 ? httpError(503) : undefined);
-    expect(await drive(clock, p.execute())).toEqual({ ok: true, value: "a" });
-    expect(waits).toEqual([["cooldown", 3000, 2]]);
+    const run = new Run({ clock });
+    expect(await drive(clock, p.execute({ run }))).toEqual({ ok: true, value: "a" });
+    const attempts = run.ledgers[0]!.attempts;
+    expect(waits).toEqual([["cooldown", 3000, attempts[1]!.attempt]]);
+    expect(attempts.map((a) => a.waitMs)).toEqual([0, 3000]); // booked on the attempt it held
+    expect(run.ledgers[0]!.waitedMs).toBe(3000);
   });
 
   it("…and ends with pool-cooldown, the wait it would need and the last error, when it does not", async () => {
