@@ -24,6 +24,10 @@ export interface FallbackOptions {
   deadlineMs?: number;
   /** Attempts across the whole chain. @default the sum of the upstreams' maxAttempts */
   maxAttempts?: number;
+  /** How long a call waits at an upstream's rate limiter (its queue, a 429's hold) while
+   * the next upstream has room, before it moves on: wait if short, switch if long.
+   * @default 1000 (about what a healthy upstream takes to begin an answer) */
+  switchAfterMs?: number;
   /** Whether a failure moves the call to the next upstream. @default `movesOn`: the
    * upstream cannot take it now (admission refused, breaker open, a Retry-After past the
    * cap, attempts or time used up on a transient failure, a spent quota) */
@@ -94,6 +98,7 @@ export function movesOn(
 export const CHAIN_SPEC = {
   deadlineMs: opt.ms(),
   maxAttempts: opt.int({ min: 1, default: Number.POSITIVE_INFINITY, infinite: true }),
+  switchAfterMs: opt.num({ min: 0, max: 2_147_483_647, default: SWITCH_AFTER_MS }),
   when: opt.fn<MoveOn>(),
 };
 
@@ -102,10 +107,12 @@ export const CHAIN_SPEC = {
 class Ordered<T, C> implements Strategy<C> {
   readonly #ups: readonly Upstream<T, C>[];
   readonly #when: MoveOn;
+  readonly #switchAfterMs: number;
 
-  constructor(ups: readonly Upstream<T, C>[], when: MoveOn) {
+  constructor(ups: readonly Upstream<T, C>[], when: MoveOn, switchAfterMs: number) {
     this.#ups = ups;
     this.#when = when;
+    this.#switchAfterMs = switchAfterMs;
   }
 
   first(): number {
@@ -131,7 +138,7 @@ class Ordered<T, C> implements Strategy<C> {
   /** A call waits at upstream `i`'s rate limiter no longer than switching would take, while
    * the next upstream has room. */
   maxWaitMs(i: number, leg: Leg<C>): number | undefined {
-    return this.#onwardHasRoom(i, leg) ? SWITCH_AFTER_MS : undefined;
+    return this.#onwardHasRoom(i, leg) ? this.#switchAfterMs : undefined;
   }
 
   #onwardHasRoom(i: number, leg: Leg<C>): boolean {
@@ -163,6 +170,6 @@ export function fallback<T, C = unknown>(
   const o = parseOptions(v, CHAIN_SPEC, options);
   const all = ups.reduce((n, u) => n + u.policy.options.maxAttempts, 0);
   const maxAttempts = o.maxAttempts === Number.POSITIVE_INFINITY ? all : o.maxAttempts;
-  const strategy = new Ordered(ups, o.when ?? movesOn);
+  const strategy = new Ordered(ups, o.when ?? movesOn, o.switchAfterMs);
   return new Router(ups, strategy, { deadlineMs: o.deadlineMs, maxAttempts }, v);
 }

@@ -10,7 +10,6 @@ import {
   Router,
   roomOf,
   type Strategy,
-  SWITCH_AFTER_MS,
   SWITCH_KINDS,
   type Upstream,
 } from "./router.ts";
@@ -56,6 +55,7 @@ export type Pool<T, C = unknown> = Fallback<T, C> & {
 };
 
 interface Cooling {
+  readonly switchAfterMs: number;
   readonly allowedFails: number;
   readonly cooldownMs: number;
   readonly maxCooldownMs: number;
@@ -99,7 +99,7 @@ class Healthiest<T, C> implements Strategy<C> {
   /** A call waits at a deployment's rate limiter no longer than switching would take,
    * while another deployment has room. */
   maxWaitMs(i: number, leg: Leg<C>): number | undefined {
-    return this.#otherHasRoom(i, leg) ? SWITCH_AFTER_MS : undefined;
+    return this.#otherHasRoom(i, leg) ? this.#o.switchAfterMs : undefined;
   }
 
   #otherHasRoom(i: number, leg: Leg<C>): boolean {

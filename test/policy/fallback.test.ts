@@ -76,6 +76,29 @@ describe("fallback: the next upstream when this one cannot take the call", () =>
     expect([a.calls(), b.calls(), clock.now()]).toEqual([0, 3, 0]);
   });
 
+  it("switchAfterMs: how long a call waits at a limiter whose next upstream has room (1 s by default); validated by name", async () => {
+    for (const [switchAfterMs, expected] of [
+      [undefined, ["b", 0]],
+      [120_000, ["a", 60_000]],
+    ] as const) {
+      const clock = new VirtualClock();
+      const paced = new RateLimiter({ clock, limits: { requestsPerMinute: 1 } });
+      paced.tryAcquire({})!.settle();
+      const chain = fallback(
+        [
+          { name: "a", policy: policy({ clock, limiter: paced }), call: upstream("a").call },
+          { name: "b", policy: policy({ clock }), call: upstream("b").call },
+        ],
+        switchAfterMs === undefined ? {} : { switchAfterMs },
+      );
+      const r = await drive(clock, chain.execute());
+      expect([r.ok && r.value, clock.now()]).toEqual(expected);
+    }
+    expect(() =>
+      fallback([{ name: "a", policy: policy(), call: () => 1 }], { switchAfterMs: -1 }),
+    ).toThrow(/fallback: option "switchAfterMs" must.*got -1/);
+  });
+
   it("primary down: its attempts, then the fallback answers; one ledger names both", async () => {
     const clock = new VirtualClock();
     const a = upstream("a", [httpError(500), httpError(500), httpError(500)]);
