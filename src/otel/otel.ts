@@ -40,6 +40,7 @@ import {
   type Policy,
   type Run,
   redact,
+  type WaitCause,
 } from "../index.ts";
 import { opt, parseOptions } from "../internal.ts";
 
@@ -215,16 +216,18 @@ function watchCall(
       "gen_ai.provider.name": base["gen_ai.provider.name"],
     }),
   };
+  const waited = (ms: number, why: WaitCause, failure: Failure | undefined) => {
+    span.addEvent("breakwater.wait", {
+      "breakwater.wait_ms": ms,
+      "breakwater.wait_why": why,
+      ...failureAttributes(failure),
+    });
+    m.wait.record(ms, { ...metricAttrs, "breakwater.wait_why": why });
+  };
   return {
     attempt: (n, hedge) => watchAttempt(tracer, m, callContext, metricAttrs, n, hedge === true),
-    wait(ms, why, failure) {
-      span.addEvent("breakwater.wait", {
-        "breakwater.wait_ms": ms,
-        "breakwater.wait_why": why,
-        ...failureAttributes(failure),
-      });
-      m.wait.record(ms, { ...metricAttrs, "breakwater.wait_why": why });
-    },
+    wait: waited,
+    held: waited,
     end: (outcome) => endCall(m, span, metricAttrs, outcome, started),
   };
 }

@@ -349,15 +349,21 @@ export class Call implements AttemptOwner, GateRequest {
         continue;
       }
       const next = i + 1;
+      // Timed from here: a stream's call may have been made long before its first read.
+      const from = this.#o.clock.now();
       return g.then(
         (grant) => {
           grants.push(grant);
           const after = this.#o.clock.now();
-          if (after > now) this.#held(after - now);
+          if (after > from) this.#held(after - from);
           this.#check(after, grants);
           return this.#pass(next, grants, after);
         },
-        (e: unknown) => this.#refused(e, grants),
+        (e: unknown) => {
+          const after = this.#o.clock.now();
+          if (after > from) this.#held(after - from); // waited, then refused: told all the same
+          return this.#refused(e, grants);
+        },
       );
     }
     return this.#start(grants, now);
@@ -373,7 +379,16 @@ export class Call implements AttemptOwner, GateRequest {
    * it, when its length is known). */
   #told(why: WaitCause, ms: number, f: Failure | undefined): void {
     const watch = this.#watch;
-    if (watch) runHook(this, "observe", () => watch.wait(ms, why, f), undefined);
+    if (watch)
+      runHook(
+        this,
+        "observe",
+        () =>
+          why === "retry-after" || why === "backoff"
+            ? watch.wait(ms, why, f!)
+            : watch.held?.(ms, why, f),
+        undefined,
+      );
     const onWait = this.#o.onWait;
     if (onWait === undefined) return;
     const event = { why, ms, attempt: this.#n + 1, failure: f, ledger: this.ledger };

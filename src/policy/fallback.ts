@@ -132,7 +132,9 @@ class Ordered<T, C> implements Strategy<C> {
    * now, without the wait (wait if short, switch if long). */
   retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
     if (ON_FAILURE[f.kind] !== "retry-here" || isRefusal(error)) return false;
-    return !(SWITCH_KINDS.has(f.kind) && this.#onwardHasRoom(i, leg));
+    // Not retried here, it ends `not-retryable`: switch only if `when` then moves it on.
+    const switches = SWITCH_KINDS.has(f.kind) && this.#when(f, "not-retryable", error);
+    return !(switches && this.#onwardHasRoom(i, leg));
   }
 
   /** A call waits at upstream `i`'s rate limiter no longer than switching would take, while

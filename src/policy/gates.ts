@@ -170,9 +170,11 @@ const NO_PERMIT: Permit = { settle: () => {}, cancel: () => {} };
 class PermitGrant implements Grant {
   readonly #limiter: Limiter;
   readonly #permit: Permit;
-  constructor(limiter: Limiter, permit: Permit) {
+  readonly #holdCapMs: number;
+  constructor(limiter: Limiter, permit: Permit, holdCapMs: number) {
     this.#limiter = limiter;
     this.#permit = permit;
+    this.#holdCapMs = holdCapMs;
   }
 
   end(how: AttemptEnd, at: number, r: Reporter): void {
@@ -187,10 +189,11 @@ class PermitGrant implements Grant {
       r.report(how.how === "unsent" ? "limiter.cancel" : "limiter.settle", error);
     }
     if (how.how !== "failed") return;
-    const ms = how.failure.retryAfterMs;
+    const hint = how.failure.retryAfterMs;
     const limiter = this.#limiter;
-    if (how.failure.kind === "rate_limited" && ms !== undefined)
-      guard(r, "limiter.hold", () => limiter.hold(ms), undefined);
+    if (how.failure.kind !== "rate_limited" || hint === undefined) return;
+    const ms = Math.min(hint, this.#holdCapMs);
+    guard(r, "limiter.hold", () => limiter.hold(ms), undefined);
   }
 }
 
@@ -199,8 +202,12 @@ class PermitGrant implements Grant {
  * limiter that fails otherwise lets the call go: a broken gate must not stop all traffic. */
 export class LimiterGate implements Gate {
   readonly #limiter: Limiter;
-  constructor(limiter: Limiter) {
+  /** The longest a 429's hint holds every call: the whole hint, unless the policy waits
+   * only the cap past it (`retryAfter.beyondMax: "wait-max"`), when its retry goes then. */
+  readonly #holdCapMs: number;
+  constructor(limiter: Limiter, holdCapMs = Number.POSITIVE_INFINITY) {
     this.#limiter = limiter;
+    this.#holdCapMs = holdCapMs;
   }
 
   /** A limiter holding everyone (a 429's wait) or one whose concurrency limit has cut. */
@@ -218,16 +225,16 @@ export class LimiterGate implements Gate {
       req.reporter.report("limiter.tryAcquire", error);
       now = NO_PERMIT;
     }
-    return now === undefined ? undefined : new PermitGrant(limiter, now);
+    return now === undefined ? undefined : new PermitGrant(limiter, now, this.#holdCapMs);
   }
 
   enter(req: GateRequest): Grant | Promise<Grant> {
     const limiter = this.#limiter;
     const take = () => limiter.tryAcquire(req.cost, req.group);
     const now = guard(req.reporter, "limiter.tryAcquire", take, NO_PERMIT);
-    if (now !== undefined) return new PermitGrant(limiter, now);
+    if (now !== undefined) return new PermitGrant(limiter, now, this.#holdCapMs);
     const held = guard(req.reporter, "limiter.heldForMs", () => limiter.heldForMs?.() ?? 0, 0);
-    if (held > req.holdMs) throw new Refusal("rate-limit-wait", held, undefined, HELD);
+    if (held > 0 && held > req.holdMs) throw new Refusal("rate-limit-wait", held, undefined, HELD);
     const wait = {
       deadlineAt: req.waitUntil,
       signal: req.cancel,
@@ -237,12 +244,15 @@ export class LimiterGate implements Gate {
     return Promise.resolve()
       .then(() => limiter.acquire(req.cost, wait))
       .then(
-        (p) => new PermitGrant(limiter, p),
+        (p) => new PermitGrant(limiter, p, this.#holdCapMs),
         (e: unknown) => {
-          if (isA(e, RateLimitWaitError)) throw new Refusal("rate-limit-wait", e.waitMs, e);
+          // A waiter dropped after waiting (the queue could not serve it in time) names no
+          // wait still needed.
+          if (isA(e, RateLimitWaitError))
+            throw new Refusal("rate-limit-wait", e.waitMs > 0 ? e.waitMs : undefined, e);
           if (req.cancel?.aborted) throw e;
           req.reporter.report("limiter.acquire", e);
-          return new PermitGrant(limiter, NO_PERMIT);
+          return new PermitGrant(limiter, NO_PERMIT, this.#holdCapMs);
         },
       );
   }
@@ -327,13 +337,16 @@ function enteredNow(g: Gate, req: GateRequest): Grant | undefined {
 }
 
 /** The gates of a policy with these parts. */
-export function gatesOf(parts: {
-  limiter: Limiter | undefined;
-  breaker: Breaker | undefined;
-  budget: Admission | undefined;
-}): Gates {
+export function gatesOf(
+  parts: {
+    limiter: Limiter | undefined;
+    breaker: Breaker | undefined;
+    budget: Admission | undefined;
+  },
+  holdCapMs = Number.POSITIVE_INFINITY,
+): Gates {
   const list: Gate[] = [];
-  if (parts.limiter !== undefined) list.push(new LimiterGate(parts.limiter));
+  if (parts.limiter !== undefined) list.push(new LimiterGate(parts.limiter, holdCapMs));
   if (parts.breaker !== undefined) list.push(new BreakerGate(parts.breaker));
   if (parts.budget !== undefined) list.push(new AdmissionGate(parts.budget));
   return new Gates(list);

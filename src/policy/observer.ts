@@ -51,9 +51,12 @@ export interface AttemptWatch {
 export interface CallWatch {
   /** Attempt `n` starts; `hedge`: while an earlier one is still in flight (rule 21). */
   attempt(n: number, hedge?: boolean): AttemptWatch;
-  /** The call waits `ms` before the next attempt: the server's hint or the backoff (told
-   * before it, with the failure), or a gate's wait (told when it ended). */
-  wait(ms: number, why: WaitCause, failure: Failure | undefined): void;
+  /** The call waits `ms` before the next attempt: the server's hint, or the backoff. */
+  wait(ms: number, why: "retry-after" | "backoff", failure: Failure): void;
+  /** The call waited `ms` before an attempt, told once it ended: at the rate limiter (its
+   * queue, a 429's hold), or for a pool's deployment to recover (with the failure that
+   * left the last one). Optional: an observer without it is not told. */
+  held?(ms: number, why: "rate-limit" | "cooldown", failure: Failure | undefined): void;
   /** The call ended. */
   end(outcome: CallEnd): void;
 }

@@ -349,7 +349,11 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
   const time = clock ?? systemClock;
   const model = rest.model;
   const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
-  const gates = gatesOf(parts);
+  // "wait-max" waits the cap past a longer Retry-After and retries: the hold lasts no longer.
+  const gates = gatesOf(
+    parts,
+    retryAfter.beyondMax === "wait-max" ? retryAfter.maxMs : Number.POSITIVE_INFINITY,
+  );
   const lean =
     rest.observe === undefined &&
     rest.hedge === undefined &&

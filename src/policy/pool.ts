@@ -92,7 +92,8 @@ class Healthiest<T, C> implements Strategy<C> {
   /** A 429, an overload or a timeout is not waited out at a deployment while another has
    * room: the call moves there now, and this one cools down (rule 17). */
   retryHere(i: number, f: Failure, error: unknown, leg: Leg<C>): boolean {
-    if (!SWITCH_KINDS.has(f.kind)) return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
+    if (!SWITCH_KINDS.has(f.kind) || !this.#o.when(f, "not-retryable", error))
+      return ON_FAILURE[f.kind] === "retry-here" && !isRefusal(error);
     return !this.#otherHasRoom(i, leg);
   }
 
@@ -168,6 +169,12 @@ class Healthiest<T, C> implements Strategy<C> {
     const o = this.#o;
     const hint = failureOf(error)?.retryAfterMs ?? (error as BreakwaterError)?.retryAfterMs ?? 0;
     const now = this.#clock.now();
+    // Refused at its own limiter (no room in time, or longer than switching takes): nothing
+    // failed there, so no streak; it rests only as long as its limiter said.
+    if (reasonOf(error) === "rate-limit-wait") {
+      h.until = Math.max(h.until, now + Math.min(o.maxCooldownMs, hint));
+      return true;
+    }
     // Calls that were in flight when it went down fail together: one cooldown, not a
     // streak of them (a Retry-After may still lengthen it).
     if (h.until > now) {

@@ -76,9 +76,12 @@ function withoutRetries(model: Obj, limiter: Limiter | undefined, depth = 0): Ob
     own.caller = Object.create(model.caller, { maxRetries: { value: 0 } });
   for (const [key, clients] of Object.entries(CLIENT_OPTIONS)) {
     const o = model[key];
-    if (o === null || typeof o !== "object") continue;
+    // An X.509 workload identity refuses any fetch of its own: such a client is left be.
+    if (o === null || typeof o !== "object" || o.workloadIdentity !== undefined) continue;
     own[key] = { ...o, fetch: frameworkFetch(limiter, o.fetch) };
-    for (const c of clients) own[c] = undefined;
+    // A client not built yet is built on `own`, from the options above; one built already
+    // (or handed in) is given the fetch through `withOptions`, or left as it is.
+    for (const c of clients) if (model[c] != null) own[c] = hearingClient(model[c], limiter);
   }
   if (depth === 0)
     for (const key of Object.keys(model)) {
@@ -93,6 +96,17 @@ function withoutRetries(model: Obj, limiter: Limiter | undefined, depth = 0): Ob
         own[key] = withoutRetries(v, limiter, 1);
     }
   return own;
+}
+
+/** A Stainless SDK client (openai, anthropic) whose answers `limiter` hears; another
+ * object, or one that refuses a fetch, as it is. */
+function hearingClient(client: Obj, limiter: Limiter | undefined): Obj {
+  if (typeof client.withOptions !== "function") return client;
+  try {
+    return client.withOptions({ fetch: frameworkFetch(limiter, client.fetch) });
+  } catch {
+    return client;
+  }
 }
 
 type CallFor = (opts: Obj) => CallOptions;

@@ -90,11 +90,29 @@ function carry(scope: Scope, error: unknown): void {
 /** A BreakwaterError the Stainless SDKs wrapped as their `APIConnectionError` (they wrap
  * whatever their fetch throws, saying "Connection error." of a request breakwater refused
  * before sending): the refusal itself, so breakwater's own decisions arrive as its one class
- * through every adapter. The SDK's subclasses (its timeout and abort) are its word, kept. */
-function ownOf(error: unknown): unknown {
-  if (!(error instanceof Error) || error.constructor.name !== "APIConnectionError") return error;
-  return isBreakwaterError(error.cause) ? error.cause : error;
+ * through every adapter. Their timeout subclass is their word for a timeout, kept for one
+ * (the deadline, every attempt timed out); a refusal that only mentions one in its cause
+ * (a breaker open after a timed-out attempt: the SDK reads "timed out" in it) is handed
+ * back as itself. */
+function ownOf(error: unknown, scope: Scope): unknown {
+  if (!(error instanceof Error)) return error;
+  const name = error.constructor.name;
+  if (name !== "APIConnectionError" && name !== "APIConnectionTimeoutError") return error;
+  // anthropic's timeout keeps no cause: the give-up the fetch layer told the scope is it.
+  const cause = error.cause ?? scope.gaveUp;
+  if (!isBreakwaterError(cause)) return error;
+  if (name === "APIConnectionTimeoutError" && TIMEOUTS.has(cause.reason)) return error;
+  return cause;
 }
+
+/** The reasons a Stainless SDK's timeout error stands for (a request that timed out after
+ * it may have arrived, not sent again, is one). */
+const TIMEOUTS: ReadonlySet<string> = new Set([
+  "deadline",
+  "attempt-timeout",
+  "run-deadline",
+  "outcome-unknown",
+]);
 
 /**
  * Runs one SDK method call in a scope of its own, so the error it rejects with tells how
@@ -118,7 +136,7 @@ export function scoped<T>(call: (scope: Scope) => T): T {
       return value;
     },
     (thrown: unknown) => {
-      const error = ownOf(thrown);
+      const error = ownOf(thrown, scope);
       carry(scope, error);
       settle(scope, error);
       throw error;

@@ -50,6 +50,51 @@ describe("a policy with a rate limiter", () => {
     }
   });
 
+  it('retryAfter.beyondMax "wait-max": a Retry-After past the cap holds the limiter only the cap, and the retry goes then', async () => {
+    const { clock, p } = setup({}, { retryAfter: { maxMs: 30_000, beyondMax: "wait-max" } });
+    let n = 0;
+    const sent: number[] = [];
+    const op = () => {
+      sent.push(clock.now());
+      if (n++ === 0) throw httpError(429, { headers: { "retry-after": "120" } });
+      return "ok";
+    };
+    expect(await drive(clock, p.execute(op))).toEqual({ ok: true, value: "ok" });
+    expect(sent).toEqual([0, 30_000]);
+  });
+
+  it("a wait that ends refused is told all the same, and the refusal names no wait of 0 ms", async () => {
+    const waits: WaitEvent[] = [];
+    const { clock, p, limiter } = setup(
+      { maxConcurrent: 1 },
+      { onWait: (e) => void waits.push(e) },
+    );
+    limiter.tryAcquire({}); // the one slot, never given back
+    const e = await driveError(clock, p.execute(() => "x", { deadlineMs: 5_000 }));
+    expect(reasonOf(e)).toBe("rate-limit-wait");
+    expect((e as Error).message).not.toMatch(/retry after 0 ms/);
+    expect(waits.map((w) => [w.why, w.ms])).toEqual([["rate-limit", clock.now()]]);
+    expect(clock.now()).toBeGreaterThan(0);
+  });
+
+  it("a stream's wait is timed from its first read, not from when the stream was made", async () => {
+    const waits: WaitEvent[] = [];
+    const { clock, p } = setup(
+      { limits: { requestsPerMinute: 4 } },
+      { onWait: (e) => void waits.push(e) },
+    );
+    await Promise.all([p.execute(() => 1), p.execute(() => 2), p.execute(() => 3), p.execute(() => 4)]);
+    const s = p.stream(async function* () {
+      yield "a";
+    });
+    await clock.advance(5_000);
+    const read = (async () => {
+      for await (const _ of s);
+    })();
+    await drive(clock, read);
+    expect(waits.map((w) => [w.why, w.ms])).toEqual([["rate-limit", 10_000]]);
+  });
+
   it("a wait within the cap is told to onWait and counted in the ledger as waited", async () => {
     const waits: WaitEvent[] = [];
     const { clock, p, op } = setup(

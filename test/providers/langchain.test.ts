@@ -152,6 +152,19 @@ describe("breakwater/langchain: real LangChain chat models on the fault server",
     },
   );
 
+  it.each(["ChatOpenAI", "ChatAnthropic"] as const)(
+    "%s used before it was wrapped (its SDK client built): the wrapped one's answers are heard all the same",
+    async (name) => {
+      fs.script({ rules: [], rateLimit: { requestsPerMinute: 2 } });
+      const base = MODELS[name]();
+      expect((await base.invoke("hi")).text).toBe(TEXT); // builds its client, unwrapped
+      const model = withBreakwater(base, { policy: testPolicy({ deadlineMs: 2_000 }).p });
+      expect((await model.invoke("hi")).text).toBe(TEXT);
+      const e = await model.invoke("hi").catch((x: unknown) => x);
+      expect([reasonOf(e), fs.requests()]).toEqual(["rate-limit-wait", 2]);
+    },
+  );
+
   it("ChatGoogleGenerativeAI ends a stream whose first chunk is an error empty, wrapped or not", async () => {
     for (const model of [
       MODELS.ChatGoogleGenerativeAI(),

@@ -100,6 +100,12 @@ const ENDINGS = {
     reason: "circuit-open",
     attempts: 0,
   },
+  "a retry refused by the breaker a timed-out attempt opened": {
+    script: { rules: [{ headersDelayMs: 2_000 }] },
+    policy: { attemptTimeoutMs: 100, breaker: { consecutiveFailures: 1 } },
+    reason: "circuit-open",
+    attempts: 1,
+  },
   "the limits learned from the headers leave no room in time (a local refusal)": {
     before: { script: { rateLimit: { requestsPerMinute: 1 } } },
     script: { rateLimit: { requestsPerMinute: 1 } },
