@@ -70,7 +70,10 @@ describe("a policy with a rate limiter", () => {
       { onWait: (e) => void waits.push(e) },
     );
     limiter.tryAcquire({}); // the one slot, never given back
-    const e = await driveError(clock, p.execute(() => "x", { deadlineMs: 5_000 }));
+    const e = await driveError(
+      clock,
+      p.execute(() => "x", { deadlineMs: 5_000 }),
+    );
     expect(reasonOf(e)).toBe("rate-limit-wait");
     expect((e as Error).message).not.toMatch(/retry after 0 ms/);
     expect(waits.map((w) => [w.why, w.ms])).toEqual([["rate-limit", clock.now()]]);
@@ -83,7 +86,12 @@ describe("a policy with a rate limiter", () => {
       { limits: { requestsPerMinute: 4 } },
       { onWait: (e) => void waits.push(e) },
     );
-    await Promise.all([p.execute(() => 1), p.execute(() => 2), p.execute(() => 3), p.execute(() => 4)]);
+    await Promise.all([
+      p.execute(() => 1),
+      p.execute(() => 2),
+      p.execute(() => 3),
+      p.execute(() => 4),
+    ]);
     const s = p.stream(async function* () {
       yield "a";
     });
