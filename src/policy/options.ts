@@ -332,6 +332,19 @@ function partsOf(
   };
 }
 
+/** The longest a 429's hint holds the limiter: "wait-max" waits the cap past a longer
+ * Retry-After and retries, so its hold lasts no longer. */
+const holdCapOf = (r: { maxMs: number; beyondMax: string }) =>
+  r.beyondMax === "wait-max" ? r.maxMs : Number.POSITIVE_INFINITY;
+
+/** A policy whose calls with no options may take the lean path: nothing to watch or bound. */
+const isLean = (o: Partial<PolicyOptions>) =>
+  o.observe === undefined &&
+  o.hedge === undefined &&
+  o.onSuccess === undefined &&
+  o.usage === undefined &&
+  o.deadlineMs === Number.POSITIVE_INFINITY;
+
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
   const {
@@ -349,18 +362,8 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
   const time = clock ?? systemClock;
   const model = rest.model;
   const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
-  // "wait-max" waits the cap past a longer Retry-After and retries: the hold lasts no longer.
-  const gates = gatesOf(
-    parts,
-    retryAfter.beyondMax === "wait-max" ? retryAfter.maxMs : Number.POSITIVE_INFINITY,
-  );
-  const lean =
-    rest.observe === undefined &&
-    rest.hedge === undefined &&
-    rest.onSuccess === undefined &&
-    rest.usage === undefined &&
-    rest.deadlineMs === Number.POSITIVE_INFINITY &&
-    gates.quick;
+  const gates = gatesOf(parts, holdCapOf(retryAfter));
+  const lean = isLean(rest) && gates.quick;
   return Object.freeze({
     ...rest,
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
