@@ -204,8 +204,9 @@ export class Attempt implements AbortWatcher, OuterAttempt {
   /** Its usage is breakwater's estimate: the provider said nothing of it. */
   usageEstimated = false;
 
-  /** How long it waited at the gates before it began (the rate limiter's queue or hold). */
-  heldMs = 0;
+  /** How long it waited at the gates before it began (the rate limiter's queue or hold):
+   * set only on an attempt that waited (declared, so the success path stores nothing). */
+  declare heldMs: number | undefined;
 
   /** A request sent under this attempt changes state on the server (rule 20). */
   unsafe = false;
