@@ -85,10 +85,15 @@ describe("SqliteJournal across processes", () => {
 
   it("the same run in two processes: one runs it, the other is refused; no step runs twice", async () => {
     const { db, service: svc } = paths();
+    // The second starts once the first is inside its first step, which it holds for 5 s:
+    // long past a process's start on a loaded machine (with 0.4 s of steps the first could
+    // finish before the second began, and the second then found the run done).
     const args = { db, service: svc, runId: "shared", steps: 40, stepMs: 10 };
-    const ws = [worker({ ...args, owner: "a" }), worker({ ...args, owner: "b" })];
-    const ends = await Promise.all(ws.map((w) => w.exited));
-    const outcomes = ends.map((e) => e.out.trim().split("\n").at(-1)).sort();
+    const a = worker({ ...args, owner: "a", holdAt: 0, holdMs: 5_000 });
+    await a.holding;
+    const b = worker({ ...args, owner: "b" });
+    const ends = await Promise.all([a.exited, b.exited]);
+    const outcomes = ends.map((e) => e.out.trim().split("\n").at(-1));
     expect(outcomes[0]).toBe("done");
     expect(outcomes[1]).toMatch(/^refused: BreakwaterRunClaimedError: run "shared" is held/);
     const s = service(svc);
