@@ -46,7 +46,7 @@ import {
   type AdapterOptions,
   adapterOptions,
   asPolicy,
-  genAiProvider,
+  chatLabels,
   hear,
   runFor,
 } from "./shared.ts";
@@ -310,14 +310,7 @@ export function aiSdkEffect(params: { providerOptions?: unknown }): Effect {
 }
 
 /** What a call of `model` is, as telemetry names it. */
-function labels(model: Model): { model?: string; provider?: string; operation: string } {
-  const provider = genAiProvider(model.provider);
-  return {
-    ...(typeof model.modelId === "string" && { model: model.modelId }),
-    ...(provider !== undefined && { provider }),
-    operation: "chat",
-  };
-}
+const labels = (model: Model) => chatLabels(model.modelId, model.provider);
 
 /** One streamed call of the middleware: what it streams, how it is checked, whether a
  * break may continue (Anthropic models take a last assistant message as a prefill). */

@@ -6,6 +6,7 @@ import {
   type Usage,
 } from "../index.ts";
 import type { CheckDialect } from "./checks.ts";
+import { ReadResponse } from "./read-response.ts";
 import { SseEvent } from "./sse.ts";
 
 /** How to read one provider's answers. Every function is handed parsed JSON (undefined when
@@ -100,20 +101,27 @@ const STATUS_OF_KIND: Partial<Record<FailureKind, number>> = {
 };
 
 /** A 2xx JSON answer whose body is an error, as the answer of the status it stands for;
- * else the answer as it came, unread. For an SDK's fetch where breakwater retries above the
- * SDK: the SDK then raises its own error of that class, which the policy classifies. */
+ * else the answer, read once and handed on as the fetch layer hands a JSON answer on (its
+ * text and parsed value kept). For an SDK's fetch where breakwater retries above the SDK:
+ * the SDK then raises its own error of that class, which the policy classifies. */
 export async function errorBodyAsStatus(res: Response): Promise<Response> {
   if (!res.ok || res.body === null || !res.headers.get("content-type")?.includes("json"))
     return res;
-  const text = await res.clone().text();
-  let error: Record<string, unknown> | undefined;
-  try {
-    error = errorBodyOf(JSON.parse(text));
-  } catch {}
-  if (error === undefined) return res;
-  void res.body.cancel().catch(() => {});
+  const text = await res.text();
+  const json = safeJson(text);
+  const error = errorBodyOf(json);
+  if (error === undefined) return new ReadResponse(text, res, json);
   const status = errorBodyStatus(error);
   return new Response(text, { status, statusText: "error in a 2xx body", headers: res.headers });
+}
+
+/** `text` parsed, or undefined when it is not JSON. */
+export function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A URL without its query: what the dialects' readings go by (every request asks). */

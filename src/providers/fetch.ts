@@ -67,6 +67,7 @@ import {
   errorBodyOf,
   errorBodyStatus,
   requestModel,
+  safeJson,
 } from "./dialect.ts";
 import { sniffDialect } from "./dialects/sniff.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
@@ -835,14 +836,6 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
     if (findCause(error, OutputError) !== undefined)
       return tagged(new FailedAnswer(error, last), error);
     throw error;
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
 

@@ -16,8 +16,8 @@ import {
   type AdapterOptions,
   adapterOptions,
   asPolicy,
+  chatLabels,
   frameworkFetch,
-  genAiProvider,
   marked,
   runFor,
 } from "./shared.ts";
@@ -199,8 +199,7 @@ function labels(m: Obj): { model?: string; provider?: string; operation: string 
   try {
     type = typeof m._llmType === "function" ? m._llmType() : undefined;
   } catch {}
-  const provider = genAiProvider(type);
-  return { ...(model && { model }), ...(provider && { provider }), operation: "chat" };
+  return chatLabels(model, type);
 }
 
 /** The model that answered, as a LangChain result or chunk's metadata names it. */

@@ -35,7 +35,7 @@ import {
   type AdapterOptions,
   adapterOptions,
   asPolicy,
-  genAiProvider,
+  chatLabels,
   runFor,
 } from "./shared.ts";
 
@@ -156,14 +156,7 @@ async function pump(p: Policy, out: PiStream, c: PiCall): Promise<void> {
 }
 
 /** What a call of `model` is, as telemetry names it (the other adapters' words). */
-function labels(model: Obj): { model?: string; provider?: string; operation: string } {
-  const provider = genAiProvider(model.provider);
-  return {
-    ...(typeof model.id === "string" && { model: model.id }),
-    ...(provider !== undefined && { provider }),
-    operation: "chat",
-  };
-}
+const labels = (model: Obj) => chatLabels(model.id, model.provider);
 
 /** One attempt's events: an `error` event is the attempt's failure, thrown for the policy. */
 async function* attemptEvents(

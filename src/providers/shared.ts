@@ -175,6 +175,20 @@ export function checkClient(
     throw new ConfigError(owner, "client", client, expected);
 }
 
+/** What a chat call is, as telemetry names it: the model's name and its provider's (an
+ * SDK's own name for it, read by `genAiProvider`), each when known. */
+export function chatLabels(
+  model: unknown,
+  provider: unknown,
+): { model?: string; provider?: string; operation: string } {
+  const p = genAiProvider(provider);
+  return {
+    ...(typeof model === "string" && model !== "" && { model }),
+    ...(p !== undefined && { provider: p }),
+    operation: "chat",
+  };
+}
+
 /** The GenAI conventions' `gen_ai.provider.name` for an SDK's own name of its provider
  * ("openai.chat", "anthropic.messages", "google.generative-ai", LangChain's
  * `_llmType()`): the conventions' word where they have one, else the SDK's. */
