@@ -1,13 +1,19 @@
-import { type FaultScript, startFaultServer } from "../testing/index.ts";
+import { spawn } from "node:child_process";
+import { constants } from "node:os";
+import { type FaultScript, type FaultServer, startFaultServer } from "../testing/index.ts";
 import { integer, parse, readNamed, UsageError } from "./args.ts";
 
-export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json | --fail-first N]
+export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json | --fail-first N] [-- command ...]
 
 A fault-injecting LLM provider on loopback: OpenAI chat completions, Anthropic messages,
 Gemini generateContent (JSON and SSE) and a tool endpoint with an idempotency ledger.
 GET /__stats for what it received; POST /__script to change the faults at run time.
 
-  --script file.json  the faults to inject (rules, capacity, rate limits; see the README)
+With "-- command ...", it runs the command once it listens, the SDKs' base URLs and keys
+pointed at it (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL and their keys),
+and stops when the command ends, with the command's exit code.
+
+  --script file.json  the faults to inject (rules, capacity, rate limits: docs/testing.md)
   --fail-first N      the first N requests of each route answer 503 (to watch a retry)`;
 
 /** Runs the fault server until SIGINT/SIGTERM. */
@@ -15,7 +21,11 @@ export async function faultServerCommand(
   argv: string[],
   out: (s: string) => void,
 ): Promise<number> {
-  const values = parse("fault-server", argv, {
+  const dash = argv.indexOf("--");
+  const command = dash === -1 ? [] : argv.slice(dash + 1);
+  if (dash !== -1 && command.length === 0)
+    throw new UsageError("fault-server: -- names no command (write -- node file.mjs)");
+  const values = parse("fault-server", dash === -1 ? argv : argv.slice(0, dash), {
     port: { type: "string" },
     host: { type: "string" },
     script: { type: "string" },
@@ -49,6 +59,7 @@ export async function faultServerCommand(
     const message = error instanceof Error ? error.message : String(error);
     throw new UsageError(values.script ? `--script ${values.script}: ${message}` : message);
   });
+  if (command.length > 0) return runBeside(server, command);
   // Listen for the stop before saying we are up: whoever reads the banner may stop us at once.
   const stopped = new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
@@ -61,6 +72,40 @@ export async function faultServerCommand(
   await stopped;
   await server.close();
   return 0;
+}
+
+/** The environment that points each SDK at `url`; a key already set is kept. */
+export function sdkEnv(url: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return {
+    ...env,
+    OPENAI_BASE_URL: `${url}/v1`,
+    ANTHROPIC_BASE_URL: url,
+    GOOGLE_GEMINI_BASE_URL: url,
+    OPENAI_API_KEY: env.OPENAI_API_KEY ?? "test",
+    ANTHROPIC_API_KEY: env.ANTHROPIC_API_KEY ?? "test",
+    GEMINI_API_KEY: env.GEMINI_API_KEY ?? "test",
+  };
+}
+
+/** Runs `command` against the listening server (no race: it is up before the command
+ * starts), then closes it; the command's exit code is ours (a signal: 128 + its number). */
+async function runBeside(server: FaultServer, [file, ...args]: string[]): Promise<number> {
+  const child = spawn(file!, args, { stdio: "inherit", env: sdkEnv(server.url, process.env) });
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on("SIGINT", forward).on("SIGTERM", forward);
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      child.once("error", (error) =>
+        reject(new UsageError(`fault-server: cannot run ${file}: ${error.message}`)),
+      );
+      child.once("exit", (code, signal) =>
+        resolve(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0)),
+      );
+    });
+  } finally {
+    process.off("SIGINT", forward).off("SIGTERM", forward);
+    await server.close();
+  }
 }
 
 /** A script file: JSON, named in the error when it is not. */

@@ -19,6 +19,10 @@ export interface Admission {
   onFailure?(failure: Failure, at?: number): void;
   /** Gives back a retry that was admitted but not sent (an `onRetry` veto). */
   refund?(): void;
+  /** The share of retries it would refuse now, 0 to 1. Optional: a hedge goes only while
+   * it is 0 (nothing shows the upstream overloaded); without it, a hedge never stands down
+   * for the admission. */
+  readonly rejectProbability?: number;
 }
 
 /** Options of a `RetryBudget` (a token bucket for retries). */

@@ -3,9 +3,9 @@ import {
   CODES,
   type CodeMeaning,
   NETWORK_CODES,
-  type Scope,
   TLS_CODE,
   WORDING,
+  type WordingScope,
 } from "./error-tables.ts";
 import { AttemptTimeoutError, OutputError, RequestCheckError } from "./errors.ts";
 import { type Evidence, evidenceOf } from "./evidence.ts";
@@ -115,7 +115,7 @@ function connectionFailure(chain: Obj[]): Failure | undefined {
   return transport >= 0 ? failure("transport") : undefined;
 }
 
-interface Verdict {
+interface KindAndCode {
   readonly kind: FailureKind;
   readonly code?: string | undefined;
 }
@@ -135,7 +135,10 @@ function kindOfStatus(status: number): FailureKind {
 }
 
 /** The first wording rule, among those allowed to speak here, that the texts match. */
-function spoken(texts: readonly string[], scopes: readonly Scope[]): FailureKind | undefined {
+function spoken(
+  texts: readonly string[],
+  scopes: readonly WordingScope[],
+): FailureKind | undefined {
   for (const rule of WORDING)
     if (scopes.includes(rule.scope) && texts.some((t) => rule.test(t))) return rule.kind;
   return undefined;
@@ -146,7 +149,7 @@ function spoken(texts: readonly string[], scopes: readonly Scope[]): FailureKind
  * a specific permanent code → permanent wording → a permanent status → a specific
  * transient code → transient wording → the status → a generic code.
  */
-function answerKind(ev: Evidence): Verdict | undefined {
+function answerKind(ev: Evidence): KindAndCode | undefined {
   const known: (CodeMeaning & { code: string })[] = [];
   for (const code of ev.codes) {
     const meaning = CODES.get(code.toLowerCase());
@@ -159,7 +162,7 @@ function answerKind(ev: Evidence): Verdict | undefined {
   const { status } = ev;
   const code = known[0]?.code ?? ev.codes[0];
   const clientStatus = status !== undefined && status >= 400 && status < 500;
-  const scopes: Scope[] = [];
+  const scopes: WordingScope[] = [];
   if (status === undefined || (clientStatus && status !== 408)) scopes.push("limit");
   if ((status === undefined && !transientCode) || (clientStatus && !isTransientStatus(status)))
     scopes.push("client");
@@ -187,7 +190,7 @@ function retryInfoMs(details: readonly unknown[]): number | undefined {
 /** A wait the body states: Gemini's RetryInfo, else for a rate limit the wait its text
  * names ("Please try again in 17.359s"), the hint of a 429 no header spoke for. Gemini
  * sends both, RetryInfo cut to whole seconds: the later one, so no retry comes early. */
-function textHint(v: Verdict, ev: Evidence): number | undefined {
+function textHint(v: KindAndCode, ev: Evidence): number | undefined {
   const info = retryInfoMs(ev.details);
   const text = v.kind === "rate_limited" ? messageWait(ev.texts) : undefined;
   return info === undefined ? text : text === undefined ? info : Math.max(info, text);
@@ -203,7 +206,7 @@ function messageWait(texts: readonly string[]): number | undefined {
 }
 
 /** The server's wait hint and its explicit word on retrying (`x-should-retry`). */
-function withHints(v: Verdict, ev: Evidence, nowMs: number): Failure {
+function withHints(v: KindAndCode, ev: Evidence, nowMs: number): Failure {
   const { headers } = ev;
   const retryAfterMs =
     parseRetryAfter(headers as never, nowMs) ??

@@ -139,7 +139,7 @@ export const CLASS_KINDS: ReadonlyMap<string, FailureKind> = new Map(
 );
 
 /** Where a wording rule may speak. */
-export type Scope =
+export type WordingScope =
   /** Any 4xx (429 too) or no status: it names a limit that no wait lifts. */
   | "limit"
   /** A 4xx other than 408/429, or no status and no transient code. */
@@ -149,7 +149,7 @@ export type Scope =
 
 export interface Wording {
   readonly kind: FailureKind;
-  readonly scope: Scope;
+  readonly scope: WordingScope;
   readonly test: (text: string) => boolean;
 }
 

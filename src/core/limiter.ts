@@ -75,6 +75,10 @@ export interface Limiter {
   heldForMs?(): number;
   /** The share left of the tightest limit, 0 to 1. */
   headroom(): number;
+  /** False while something shows overload (a 429's hold, a concurrency cut in force).
+   * Optional: a hedge goes only while it is not false; without it, a hedge never stands
+   * down for the limiter. */
+  readonly calm?: boolean;
 }
 
 /** True for anything that implements Limiter (duck-typed, as breakers are). */
@@ -281,9 +285,9 @@ const tooLong = (wait: number) =>
  * Keeps calls under an upstream's rate limits before they are sent, instead of meeting
  * the 429 (docs/architecture.md, rule 16): request and token buckets set from configured
  * limits and corrected by every response's rate-limit headers; a call that would exceed
- * them waits in a queue (by priority, then the run tree with the fewest calls in flight,
- * then arrival) if its deadline allows, and is refused at once with the wait it would have
- * needed if not. Share one per upstream (key × model). With no limits configured and no
+ * them waits in a queue (by priority, then the earliest deadline among calls about to miss
+ * theirs, then the newest; a run tree held to its share) if its deadline allows, and is
+ * refused at once with the wait it would have needed if not. Share one per upstream (key × model). With no limits configured and no
  * headers seen, it lets everything through (fails open).
  */
 export class RateLimiter implements Limiter {

@@ -79,7 +79,7 @@ function guard<T>(r: Reporter, hook: string, fn: () => T, fallback: T): T {
 
 const CIRCUIT_OPEN = new Refusal("circuit-open");
 const BUDGET = new Refusal("budget");
-type Verdict = "onSuccess" | "onFailure" | "onNeutral";
+type Heard = "onSuccess" | "onFailure" | "onNeutral";
 
 /** The breaker: refuses attempts while open (outside the retry loop, rule 5), hears how
  * each attempt it let through ended; a failure that says nothing of the upstream (a
@@ -108,7 +108,7 @@ export class BreakerGate implements Gate, Grant {
   }
 
   end(how: AttemptEnd, _at: number, r: Reporter): void {
-    const v: Verdict =
+    const v: Heard =
       how.how === "ok"
         ? "onSuccess"
         : how.how === "failed" && KINDS[how.failure.kind].upstream
@@ -144,7 +144,7 @@ export class AdmissionGate implements Gate, Grant {
 
   /** An adaptive admission refusing any share of retries is overload. */
   calm(r: Reporter): boolean {
-    const a = this.#admission as Admission & { readonly rejectProbability?: number };
+    const a = this.#admission;
     return guard(r, "budget.rejectProbability", () => (a.rejectProbability ?? 0) === 0, false);
   }
 
@@ -212,7 +212,7 @@ export class LimiterGate implements Gate {
 
   /** A limiter holding everyone (a 429's wait) or one whose concurrency limit has cut. */
   calm(r: Reporter): boolean {
-    const l = this.#limiter as Limiter & { readonly calm?: boolean };
+    const l = this.#limiter;
     return guard(r, "limiter.calm", () => l.calm !== false, false);
   }
 

@@ -17,7 +17,7 @@ export function hedged<T>(
   firstDone: Promise<T>,
   start: (a: Attempt) => Promise<T>,
   delayMs: number,
-  more: Pick<Ends<T>, "usageOf" | "discard"> = {},
+  more: Pick<RaceEnds<T>, "usageOf" | "discard"> = {},
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const race = new Race(call, first, start, { resolve, reject, ...more });
@@ -27,7 +27,7 @@ export function hedged<T>(
 
 /** Where a race's outcome goes, what a loser is known to have spent, and what to do with
  * a value that came too late to count (a stream's head: close it). */
-export interface Ends<T> {
+export interface RaceEnds<T> {
   resolve(value: T): void;
   reject(error: unknown): void;
   usageOf?: ((a: Attempt) => Partial<Usage> | undefined) | undefined;
@@ -38,13 +38,13 @@ class Race<T> {
   readonly #call: Call;
   readonly #first: Attempt;
   readonly #start: (a: Attempt) => Promise<T>;
-  readonly #ends: Ends<T>;
+  readonly #ends: RaceEnds<T>;
   #second: Attempt | undefined;
   #winner: Attempt | undefined;
   #inFlight = 1;
   #cancel: Cancel | undefined;
 
-  constructor(call: Call, first: Attempt, start: (a: Attempt) => Promise<T>, ends: Ends<T>) {
+  constructor(call: Call, first: Attempt, start: (a: Attempt) => Promise<T>, ends: RaceEnds<T>) {
     this.#call = call;
     this.#first = first;
     this.#start = start;

@@ -1,3 +1,4 @@
+import { callDeadline } from "../core/deadline.ts";
 import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
 import type { Failure, FailureKind } from "../core/failure.ts";
 import { Ledger } from "../core/ledger.ts";
@@ -253,7 +254,11 @@ export class Router<T, C> implements Fallback<T, C> {
     const ledger = new Ledger(clock.now());
     const run = call?.run === undefined ? undefined : partsOf(call.run)!.limits;
     run?.addCall(ledger);
-    const deadlineAt = clock.now() + this.#deadlineMs;
+    // The chain's deadline, and the run's as it stands at each hop, from the one place
+    // every call's comes from (rule 6).
+    const startedAt = clock.now();
+    const within = (runAllows: number) => callDeadline(startedAt, this.#deadlineMs, runAllows).at;
+    const deadlineAt = within(Number.POSITIVE_INFINITY);
     const cap = this.#cap;
     return {
       ledger,
@@ -261,7 +266,7 @@ export class Router<T, C> implements Fallback<T, C> {
       signal: call?.signal,
       tried: new Set(),
       waited: undefined,
-      deadline: (now) => Math.min(deadlineAt, run?.callDeadline(now) ?? Number.POSITIVE_INFINITY),
+      deadline: (now) => within(run?.callDeadline(now) ?? Number.POSITIVE_INFINITY),
       hop: (u) => ({
         ...(call?.signal && { signal: call.signal }),
         ...(call?.run && { run: call.run }),

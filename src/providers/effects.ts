@@ -80,5 +80,5 @@ export function googleEffect(method: string, url: string): Effect {
   return ruled(GOOGLE, method, url) ?? "idempotent";
 }
 
-/** What the rules say about a request, for the README's table and the tests. */
+/** What the rules say about a request, for the table in docs/calls.md and the tests. */
 export const STATEFUL = { openai: OPENAI, anthropic: ANTHROPIC, google: GOOGLE } as const;

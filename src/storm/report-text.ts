@@ -7,12 +7,12 @@ const recovery = (r: StackResult) => (r.recoveryS === null ? "never" : `${r.reco
 
 export interface Column {
   title: string;
-  /** What the column counts, in a sentence (the HTML report's key, the README's). */
+  /** What the column counts, in a sentence (the HTML report's key, docs/storm.md's). */
   help: string;
   value: (r: StackResult) => string;
 }
 
-/** The columns of the comparison, shared by the terminal table, the README and the HTML. */
+/** The columns of the comparison, shared by the terminal table, docs/storm.md and the HTML. */
 const COLUMNS: readonly Column[] = [
   {
     title: "stack",
@@ -168,7 +168,7 @@ export function textTable(report: StormReport): string {
   return out.join("\n");
 }
 
-/** The same tables in Markdown, for the README. */
+/** The same tables in Markdown, for docs/storm.md. */
 export function markdownTables(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {

@@ -69,6 +69,36 @@ describe("the breakwater command", () => {
     expect(bad.stderr).toMatch(/--fail-first must be an integer from 0 to 1000000; got "-1"/);
   });
 
+  it("fault-server -- command: runs it once listening, the SDKs pointed at it, and exits with its code", async () => {
+    // The command's first request is sent the moment it starts: it must meet a listening
+    // server (the README's one-line quickstart cannot race), the first of them failing.
+    const probe = `const u = process.env.OPENAI_BASE_URL;
+      const s = [];
+      for (let i = 0; i < 3; i++) s.push((await fetch(u + "/chat/completions", { method: "POST", body: "{}" })).status);
+      console.log(JSON.stringify({ s, key: process.env.OPENAI_API_KEY, a: process.env.ANTHROPIC_BASE_URL === u.slice(0, -3) }));
+      process.exitCode = 7;`;
+    const r = await cli(
+      "fault-server",
+      "--port",
+      "0",
+      "--fail-first",
+      "1",
+      "--",
+      process.execPath,
+      "--input-type=module",
+      "-e",
+      probe,
+    ).catch((e) => e);
+    expect(r.code).toBe(7);
+    expect(JSON.parse(r.stdout)).toEqual({ s: [503, 200, 200], key: "test", a: true });
+    const missing = await cli("fault-server", "--port", "0", "--", "no-such-command-x").catch(
+      (e) => e,
+    );
+    expect(missing.stderr).toMatch(/cannot run no-such-command-x: spawn no-such-command-x ENOENT/);
+    const none = await cli("fault-server", "--").catch((e) => e);
+    expect(none.stderr).toMatch(/-- names no command/);
+  });
+
   it("storm: one scenario, chosen stacks, a table; bad options are named", async () => {
     const r = await cli(
       "storm",

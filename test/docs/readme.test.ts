@@ -10,6 +10,7 @@ import { runStorm } from "../../src/storm/storm.ts";
 import { parseScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
+import { guidePages } from "./pages.ts";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -24,15 +25,17 @@ interface Block {
   readonly file: string;
 }
 
-/** Every TypeScript block of the README, in order, with the line it starts on; then the
- * example on each entry point's module comment (the API reference's), named by its file. */
+/** Every TypeScript block of the README and the guide's pages, in order, with the line it
+ * starts on; then the example on each entry point's module comment (the API reference's),
+ * named by its file. */
 function blocks(): Block[] {
-  const text = readFileSync(join(ROOT, "README.md"), "utf8");
   const out: Block[] = [];
-  for (const m of text.matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
-    const line = text.slice(0, m.index).split("\n").length;
-    out.push({ name: `README.md:${line}`, code: m[1]!, file: join(DIR, `readme-${line}.ts`) });
-  }
+  for (const [page, text] of PAGES)
+    for (const m of text.matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
+      const line = text.slice(0, m.index).split("\n").length;
+      const file = join(DIR, `${page.replace(/\W/g, "-")}-${line}.ts`);
+      out.push({ name: `${page}:${line}`, code: m[1]!, file });
+    }
   const entries: string[] = JSON.parse(
     readFileSync(join(ROOT, "typedoc.json"), "utf8"),
   ).entryPoints;
@@ -50,7 +53,10 @@ function blocks(): Block[] {
   return out;
 }
 
+const PAGES = guidePages(ROOT);
 const BLOCKS = blocks();
+/** The text of every page, for what may live on any of them. */
+const ALL = [...PAGES.values()].join("\n");
 
 /** Type errors of all the blocks, as one program (module resolution as a consumer's). */
 function typeErrors(): Map<string, string[]> {
@@ -80,7 +86,7 @@ function typeErrors(): Map<string, string[]> {
   return out;
 }
 
-describe("every TypeScript block in the README compiles and runs", () => {
+describe("every TypeScript block in the README and the guide compiles and runs", () => {
   let server: FaultServer;
   let redis: TestRedis;
   let errors: Map<string, string[]>;
@@ -99,18 +105,16 @@ describe("every TypeScript block in the README compiles and runs", () => {
     await redis?.stop();
   });
 
-  it("every fault script in the README is one the fault server takes", () => {
-    const text = readFileSync(join(ROOT, "README.md"), "utf8");
-    const scripts = [...text.matchAll(/^```json\n([\s\S]*?)^```/gm)].map((m) => JSON.parse(m[1]!));
+  it("every fault script in the README and the guide is one the fault server takes", () => {
+    const scripts = [...ALL.matchAll(/^```json\n([\s\S]*?)^```/gm)].map((m) => JSON.parse(m[1]!));
     expect(scripts.length).toBeGreaterThanOrEqual(1);
     for (const script of scripts) expect(() => parseScript(script)).not.toThrow();
   });
 
-  it("the README's own storm stack is the storm's breakwater row, number for number", {
+  it("the guide's own storm stack is the storm's breakwater row, number for number", {
     timeout: 60_000,
   }, async () => {
-    const text = readFileSync(join(ROOT, "README.md"), "utf8");
-    const code = /^```js\n\/\/ stacks\.mjs\n([\s\S]*?)^```/m.exec(text)?.[1];
+    const code = /^```js\n\/\/ stacks\.mjs\n([\s\S]*?)^```/m.exec(ALL)?.[1];
     expect(code, "the stacks.mjs block").toBeDefined();
     const file = join(DIR, "stacks.mjs");
     writeFileSync(file, code!);

@@ -10,13 +10,13 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FaultScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { namedBlocks } from "../docs/pages.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
-import { namedBlocks } from "./readme-blocks.ts";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -259,6 +259,26 @@ describe("the packed package, in a fresh `npm init -y` project, as the README sa
         /^attempt 1: overloaded, retrying in \d+ ms\nattempt 2: overloaded, retrying in \d+ ms\nThe fault server says hello, one word at a time\.\n$/,
       );
       expect(r.stderr).toBe("");
+    },
+  );
+
+  it.each(NODES)(
+    "%s: the quickstart's command line as the README has it: the server listens, then runs it",
+    { timeout: 60_000 },
+    async (_, bin) => {
+      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+      const line = /^```sh\n(npx breakwater fault-server [^\n]*)\n```/m.exec(readme)?.[1];
+      expect(line).toMatch(/-- node quickstart\.mjs$/);
+      // Port 0: any free one (8787 may be taken on a machine running the suite twice).
+      const command = line!.replace("fault-server", "fault-server --port 0");
+      const r = await run("sh", ["-c", command], {
+        cwd: dir,
+        timeout: 60_000,
+        env: { PATH: `${dirname(bin())}:${process.env.PATH}`, HOME: process.env.HOME },
+      });
+      expect(r.stdout).toMatch(
+        /^attempt 1: overloaded, retrying in \d+ ms\nattempt 2: overloaded, retrying in \d+ ms\nThe fault server says hello, one word at a time\.\n$/,
+      );
     },
   );
 

@@ -345,7 +345,7 @@ describe("fallback with the real SDK clients on two fault servers", () => {
     ]);
   });
 
-  /** The README's chain: openai, then anthropic, under one 60 s deadline. */
+  /** The guide's chain (docs/fallbacks-and-pools.md): openai, then anthropic, under one 60 s deadline. */
   function readmeChain(viaOpenAI = policy(), viaAnthropic = policy()) {
     const openai = new OpenAI({ baseURL: `${primary.url}/v1`, apiKey: "test", maxRetries: 0 });
     const anthropic = new Anthropic({ baseURL: secondary.url, apiKey: "test", maxRetries: 0 });

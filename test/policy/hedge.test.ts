@@ -2,11 +2,12 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AdaptiveAdmission } from "../../src/core/admission.ts";
 import { CircuitBreaker } from "../../src/core/breaker.ts";
+import type { Admission } from "../../src/core/budget.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { ledgerOf } from "../../src/core/errors.ts";
 import { Hedging } from "../../src/core/hedge.ts";
 import type { Ledger } from "../../src/core/ledger.ts";
-import { RateLimiter } from "../../src/core/limiter.ts";
+import { type Limiter, type Permit, RateLimiter } from "../../src/core/limiter.ts";
 import { ConfigError } from "../../src/core/validate.ts";
 import type { AttemptContext } from "../../src/policy/call.ts";
 import type { PolicyOptions } from "../../src/policy/options.ts";
@@ -172,6 +173,43 @@ describe("hedged first tokens (rule 21), execute", () => {
     const t = timed(clock2, [1_000]);
     await drive(clock2, q.execute(t.op));
     expect(t.seen).toHaveLength(1);
+  });
+
+  it("a user's own limiter and admission stand it down by what they declare: calm, rejectProbability", async () => {
+    // Neither is a breakwater class: each is written against its interface alone.
+    const permit: Permit = { settle() {}, cancel() {} };
+    const limiter: Limiter & { calm: boolean } = {
+      calm: true,
+      tryAcquire: () => permit,
+      acquire: async () => permit,
+      observeHeaders() {},
+      hold() {},
+      headroom: () => 1,
+    };
+    const admission: Admission & { rejectProbability: number } = {
+      rejectProbability: 0,
+      tryAcquire: () => true,
+      onSuccess() {},
+    };
+    const clock = new VirtualClock();
+    const p = base(clock, {
+      hedge: { afterMs: 100, maxExtraRatio: 1 },
+      limiter,
+      budget: admission,
+    });
+    const hedges = async () => {
+      const t = timed(clock, [500, 10]);
+      await drive(clock, p.execute(t.op));
+      return t.seen.length - 1;
+    };
+    expect(await hedges()).toBe(1); // both calm: the hedge goes
+    limiter.calm = false;
+    expect(await hedges()).toBe(0);
+    limiter.calm = true;
+    admission.rejectProbability = 0.2;
+    expect(await hedges()).toBe(0);
+    admission.rejectProbability = 0;
+    expect(await hedges()).toBe(1);
   });
 
   it("goes through onRetry (told hedge: true), whose veto keeps it unsent", async () => {

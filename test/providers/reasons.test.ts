@@ -280,7 +280,7 @@ const STAINLESS = (a: Adapter) => a === "openai" || a === "anthropic";
  * after an answer is a BreakwaterError whose `cause` is the SDK's error for the answer. */
 const ABOVE = (a: Adapter) => a === "ai-sdk" || a === "langchain";
 
-/** The class each ending arrives as through `adapter` (the README's table of reasons says
+/** The class each ending arrives as through `adapter` (the table of reasons in docs/errors.md says
  * the same). A refusal before anything is sent is a BreakwaterError everywhere; a timeout
  * and an abort are the Stainless SDKs' own words for them; a provider's answer is the SDK's
  * class, and so is a retry refused after it where the adapter is the SDK's fetch. */

@@ -226,11 +226,11 @@ describe("a fleet whose Redis is not there", () => {
     );
   });
 
-  it("the README's client gives up connecting to an unreachable Redis in seconds, with a clear error", async () => {
+  it("the fleet page's client (docs/fleet.md) gives up connecting to an unreachable Redis in seconds, with a clear error", async () => {
     const { freePort } = await import("../fixtures/ports.ts");
     const url = `redis://127.0.0.1:${await freePort()}`; // nothing listens there
     const started = Date.now();
-    // As the README writes it: retries while it has been up, gives up if it never was.
+    // As docs/fleet.md writes it: retries while it has been up, gives up if it never was.
     let up = false;
     const client = createClient({
       url,

@@ -35,7 +35,7 @@ describe("SqliteJournal across processes", () => {
 
   it("a run ended cleanly can be run again at once by another process (its lease let go on exit)", async () => {
     const { db, service: svc } = paths();
-    // No owner given: each process is its own owner, as in the README's example.
+    // No owner given: each process is its own owner (the default).
     const args = { db, service: svc, runId: "again", steps: 5 };
     expect(lastLine((await worker(args).exited).out)).toBe("done");
     const second = await worker({ ...args, steps: 8 }).exited;

@@ -7,7 +7,7 @@ import { runStorm, type ScenarioReport } from "../../src/storm/storm.ts";
  * turn) are held to in every scenario against every single-upstream peer, and
  * breakwater+fallback against every peer that falls back to the same second provider, for
  * one seed. Where a goal is missed, the test holds the bound that is met instead, so a
- * regression still fails it; the README's table of goals says which, by how much and why.
+ * regression still fails it; the table of goals in docs/storm.md says which, by how much and why.
  */
 const PEERS = [
   "naive",

@@ -119,7 +119,7 @@ function pick(entries: readonly Entry[], e: unknown, at: Upstream, tries: number
  * retry-dies-on-aborted-signal-BgYC6YoN.mjs:113-114). No timeout of its own. The loop's
  * state is per call here: 2.4.0 keeps the current model in one field of the shared model
  * object (:225, :252-254), so concurrent calls through one instance misattribute their
- * attempts; the storm models the loop as written for one call (see the README).
+ * attempts; the storm models the loop as written for one call (see docs/storm.md).
  */
 export async function aiRetryCall<T>(
   entries: readonly Entry[],

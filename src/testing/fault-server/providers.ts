@@ -1,7 +1,7 @@
 import type { ErrorName } from "./script.ts";
 
 /** What each provider's wire format needs: error bodies, JSON answers, SSE frames. */
-export interface Dialect {
+export interface WireFormat {
   /** The error body for `status` in this provider's shape. */
   error(status: number, name: ErrorName, message: string, retryAfterS?: number): unknown;
   json(
@@ -116,7 +116,7 @@ let nextId = 0;
 const id = (prefix: string) => `${prefix}${(++nextId).toString(36).padStart(8, "0")}`;
 
 /** OpenAI chat completions. */
-export const openai: Dialect = {
+export const openai: WireFormat = {
   error(_status, name, message) {
     const [type, code] = OPENAI_CODES[name];
     return { error: { message, type, param: name === "context_length" ? "messages" : null, code } };
@@ -246,7 +246,7 @@ const responseObject = (
 });
 
 /** OpenAI Responses API: `response.*` events, usage in `response.completed`, `error` events. */
-export const openaiResponses: Dialect = {
+export const openaiResponses: WireFormat = {
   error: openai.error,
   json(model, text, input, output, stop) {
     return responseObject(
@@ -380,7 +380,7 @@ const ANTHROPIC_TYPES: Record<ErrorName, string> = {
 };
 
 /** Anthropic messages. */
-export const anthropic: Dialect = {
+export const anthropic: WireFormat = {
   error(_status, name, message) {
     const text =
       name === "context_length" ? "prompt is too long: 250000 tokens > 200000 maximum" : message;
@@ -491,7 +491,7 @@ const GEMINI_STATUS: Record<ErrorName, string> = {
 };
 
 /** Gemini generateContent. */
-export const gemini: Dialect = {
+export const gemini: WireFormat = {
   error(status, name, message, retryAfterS) {
     const details: unknown[] = [];
     if (name === "insufficient_quota") {

@@ -10,11 +10,11 @@ import { type Extra, extraFor } from "./extras.ts";
 import {
   DEFAULT_MESSAGES,
   DIALECTS,
-  type Dialect,
   defaultErrorName,
   ERROR_STATUS,
   openaiResponses,
   STREAM_IDS,
+  type WireFormat,
 } from "./providers.ts";
 import { ServerRateLimits } from "./ratelimit.ts";
 import { type FaultRule, type FaultScript, parseScript, type Route } from "./script.ts";
@@ -100,7 +100,7 @@ interface Request {
   /** Its input tokens: the words of its messages. */
   inputTokens: number;
   /** The wire format: the route's, or OpenAI's Responses API on the openai route. */
-  dialect: Dialect | undefined;
+  dialect: WireFormat | undefined;
   model: string;
   tool?: string;
   stream: boolean;
@@ -123,7 +123,7 @@ type StreamChunk =
 
 /** A rule's tool calls as stream chunks: frames that open and close each call (not counted),
  * and its arguments in pieces of 8 characters (each one counted, like a word). */
-function toolChunks(dialect: Dialect, rule: FaultRule): StreamChunk[] {
+function toolChunks(dialect: WireFormat, rule: FaultRule): StreamChunk[] {
   const tool = dialect.tool;
   if (tool === undefined) return [];
   return (rule.toolCalls ?? []).flatMap((call, i): StreamChunk[] => [
@@ -613,7 +613,7 @@ class FaultServerImpl {
   async #fail(
     res: ServerResponse,
     arrival: Arrival,
-    dialect: Dialect,
+    dialect: WireFormat,
     fault: NonNullable<FaultRule["stream"]>,
     signal: AbortSignal,
   ) {
@@ -635,7 +635,7 @@ class FaultServerImpl {
   }
 
   /** A stalled stream that still looks alive: keepalives until the client leaves. */
-  async #keepWarm(res: ServerResponse, dialect: Dialect, everyMs: number, signal: AbortSignal) {
+  async #keepWarm(res: ServerResponse, dialect: WireFormat, everyMs: number, signal: AbortSignal) {
     const frame = dialect.keepalive?.() ?? ": keepalive\n\n";
     while (!signal.aborted && !res.destroyed) {
       await sleep(everyMs, signal).catch(() => {});
