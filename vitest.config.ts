@@ -11,6 +11,14 @@ const alias = Object.entries(pkg.exports as Record<string, { "breakwater-source"
     replacement: new URL(target["breakwater-source"]!, import.meta.url).pathname,
   }));
 
+// The suite starts a few hundred Node processes on the sources (kill-and-resume workers, the
+// CLI): Node's compile cache keeps their stripped and compiled modules between starts (keyed
+// by content, so an edit is never served stale), which halves each start.
+process.env.NODE_COMPILE_CACHE ??= new URL(
+  "./node_modules/.cache/node-compile-cache",
+  import.meta.url,
+).pathname;
+
 export default defineConfig({
   resolve: { alias },
   test: {

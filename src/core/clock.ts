@@ -130,6 +130,8 @@ interface Timer {
   fn: (() => void) | undefined;
 }
 
+const isLive = (t: Timer) => t.fn !== undefined;
+
 const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** What a VirtualClock takes besides its start. */
@@ -194,6 +196,9 @@ export class VirtualClock implements Clock {
       if (timer.fn === undefined) return;
       timer.fn = undefined;
       this.#live--;
+      // Deadlines are mostly cancelled long before they come due: left in the heap they
+      // outnumber live timers 40 to 1 in the storm and every pop walks past them.
+      if (this.#timers.size > 2 * this.#live + 64) this.#timers.retain(isLive);
     };
   }
 
