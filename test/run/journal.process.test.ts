@@ -23,7 +23,7 @@ describe("SqliteJournal across processes", () => {
         });
         let out = "";
         c.stdout.on("data", (d: Buffer) => (out += d.toString()));
-        c.on("exit", () => resolve(out.trim()));
+        c.on("close", () => resolve(out.trim())); // "exit" may come before the last output
       });
     for (let round = 0; round < 3; round++) {
       const db = join(dir, `fresh-${++files}.db`);
@@ -172,7 +172,7 @@ describe("SqliteJournal across processes", () => {
             });
             let out = "";
             c.stdout.on("data", (d: Buffer) => (out += d.toString()));
-            c.on("exit", () => resolve(out.trim()));
+            c.on("close", () => resolve(out.trim())); // "exit" may come before the last output
           }),
       ),
     );
