@@ -1,5 +1,7 @@
 import OpenAI from "openai";
 import { policy } from "../src/policy/policy.ts";
+import { openaiDialect } from "../src/providers/dialects/openai.ts";
+import { guardedFetch } from "../src/providers/fetch.ts";
 import { withBreakwater } from "../src/providers/openai.ts";
 import { ReadResponse } from "../src/providers/read-response.ts";
 import { type Case, measure, perUnit, report } from "./harness.ts";
@@ -22,18 +24,9 @@ function sse(): string {
  * for content, usage and in-band errors; copying the bytes on) against the SDK's own.
  */
 export async function benchAdapter(): Promise<void> {
-  const encoder = new TextEncoder();
-  const events = sse()
-    .split(/(?<=\n\n)/)
-    .map((e) => encoder.encode(e));
+  const reads = readsOf(1);
   // One event per network read, as a server sends them.
-  const body = () =>
-    new ReadableStream<Uint8Array>({
-      start(c) {
-        for (const e of events) c.enqueue(e);
-        c.close();
-      },
-    });
+  const body = () => bodyOf(reads);
   const json = JSON.stringify({
     id: "c",
     object: "chat.completion",
@@ -142,6 +135,75 @@ export async function benchAdapter(): Promise<void> {
     ),
     "long create, SDK alone",
   );
+  await benchMarks();
+}
+
+/** The stream's bytes in network reads of `per` events each. */
+function readsOf(per: number): Uint8Array[] {
+  const encoder = new TextEncoder();
+  const events = sse().split(/(?<=\n\n)/);
+  const reads: Uint8Array[] = [];
+  for (let i = 0; i < events.length; i += per)
+    reads.push(encoder.encode(events.slice(i, i + per).join("")));
+  return reads;
+}
+
+const bodyOf = (reads: readonly Uint8Array[]) =>
+  new ReadableStream<Uint8Array>({
+    start(c) {
+      for (const r of reads) c.enqueue(r);
+      c.close();
+    },
+  });
+
+/**
+ * What the dialect's marks (a regex pre-test that skips parsing an event that holds no
+ * usage and no error) and the runs (once content flows, a whole read no mark matches goes
+ * on unsplit) earn, A/B in one run: the same fetch layer under the same SDK, with the
+ * openai dialect as shipped, with its marks made unjoinable (an empty lookahead: the same
+ * matches, but no runs), and with no marks (every event parsed). With one event per read
+ * and with eight (a busy connection's reads hold several).
+ */
+async function benchMarks(): Promise<void> {
+  const unjoinable = (m: RegExp | undefined) => m && new RegExp(`(?:${m.source})(?=)`, m.flags);
+  const shipped = openaiDialect();
+  const dialects = {
+    "as shipped": shipped,
+    "marks, no runs": {
+      ...shipped,
+      marks: { usage: unjoinable(shipped.marks?.usage), error: unjoinable(shipped.marks?.error) },
+    },
+    "no marks": { ...shipped, marks: undefined },
+  };
+  const messages = [{ role: "user" as const, content: "hi" }];
+  for (const per of [1, 8]) {
+    const reads = readsOf(per);
+    const fetch: typeof globalThis.fetch = async () =>
+      new Response(bodyOf(reads), { headers: { "content-type": "text/event-stream" } });
+    const client = (f: typeof globalThis.fetch) =>
+      new OpenAI({ apiKey: "sk-bench", baseURL: "http://bench.local/v1", maxRetries: 0, fetch: f });
+    const streamOnce = async (c: OpenAI) => {
+      const s = await c.chat.completions.create({
+        model: "m",
+        messages,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      for await (const _ of s);
+    };
+    const cases: Case[] = [
+      { name: "SDK alone", run: repeat(() => streamOnce(client(fetch))) },
+      ...Object.entries(dialects).map(([name, dialect]) => {
+        const c = client(guardedFetch({ fetch, policy: policy(), dialect }));
+        return { name: `guardedFetch, ${name}`, run: repeat(() => streamOnce(c)) };
+      }),
+    ];
+    report(
+      `the marks and the runs, per chunk (${CHUNKS} chunks, ${per} event${per > 1 ? "s" : ""} per read)`,
+      perUnit(await measure(cases, 6, 41), CHUNKS),
+      "SDK alone",
+    );
+  }
 }
 
 /** The least a retry layer under the SDK does for one JSON answer (see `floor` above). */
