@@ -1,4 +1,5 @@
 import { access, writeFile } from "node:fs/promises";
+import { resolve } from "node:path";
 import {
   htmlReport,
   loadStacks,
@@ -12,14 +13,17 @@ import {
 } from "../storm/index.ts";
 import { integer, parse, UsageError, writable } from "./args.ts";
 import { progressBar } from "./progress.ts";
+import { defaultThreads, runStormThreads } from "./storm-threads.ts";
 
 export const STORM_USAGE = `usage: breakwater storm [--scenario a,b] [--stacks a,b] [--config stacks.mjs]
-                       [--seed N] [--json file] [--html file] [--markdown]
+                       [--seed N] [--threads N] [--json file] [--html file] [--markdown]
 
 Simulates provider trouble in virtual time and compares retry stacks side by side:
 the same users and the same trouble, each stack's real retry code.
   scenarios: ${SCENARIO_NAMES.join(", ")} (default: all)
-  stacks:    ${STACKS.map((s) => s.name).join(", ")} (default: all), plus any from --config`;
+  stacks:    ${STACKS.map((s) => s.name).join(", ")} (default: all), plus any from --config
+  threads:   scenarios run side by side, one per thread (default: one per core, here
+             ${defaultThreads(SCENARIO_NAMES.length)}); the report is the same whatever the number`;
 
 export async function stormCommand(argv: string[], out: (s: string) => void): Promise<number> {
   const values = parse("storm", argv, {
@@ -27,6 +31,7 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
     stacks: { type: "string" },
     config: { type: "string" },
     seed: { type: "string" },
+    threads: { type: "string" },
     json: { type: "string" },
     html: { type: "string" },
     markdown: { type: "boolean" },
@@ -39,6 +44,13 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
   // The simulator's random source is 32-bit: a larger seed would only alias a smaller one.
   const seed = integer("seed", values.seed, 1, 0, 2 ** 32 - 1);
   const scenarios = values.scenario?.split(",").map((s) => s.trim());
+  const threads = integer(
+    "threads",
+    values.threads,
+    defaultThreads(scenarios?.length ?? SCENARIO_NAMES.length),
+    1,
+    256,
+  );
   for (const sc of scenarios ?? [])
     if (!SCENARIO_NAMES.includes(sc))
       throw new UsageError(
@@ -46,18 +58,25 @@ export async function stormCommand(argv: string[], out: (s: string) => void): Pr
       );
   await writable("json", values.json); // checked before the simulation, not after it
   await writable("html", values.html);
-  const stacks = chosen(
-    [...STACKS, ...(values.config ? await configStacks(values.config) : [])],
-    values.stacks,
-  );
+  const all = [...STACKS, ...(values.config ? await configStacks(values.config) : [])];
+  const stacks = chosen(all, values.stacks);
   const bar = progressBar();
   const started = performance.now();
-  const report = await runStorm({
-    seed,
-    stacks,
-    ...(scenarios && { scenarios }),
-    onProgress: (scenario, stack, done) => bar.update(`${scenario} / ${stack}`, done),
-  });
+  const onProgress = (scenario: string, stack: string, done: number) =>
+    bar.update(`${scenario} / ${stack}`, done);
+  const report =
+    threads === 1
+      ? await runStorm({ seed, stacks, ...(scenarios && { scenarios }), onProgress })
+      : await runStormThreads(
+          {
+            seed,
+            scenarios: scenarios ?? SCENARIO_NAMES,
+            stacks: stacks.map((s) => all.indexOf(s)),
+            config: values.config && resolve(values.config),
+            threads,
+          },
+          onProgress,
+        );
   bar.done();
   out(values.markdown ? markdownTables(report) : textTable(report));
   out(pace(report, (performance.now() - started) / 1000));

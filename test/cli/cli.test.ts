@@ -118,6 +118,34 @@ describe("the breakwater command", () => {
     expect(bad.stderr).toMatch(/--stacks: unknown stack "nope"; one of naive, openai-sdk/);
   });
 
+  it("storm across threads: the report is byte for byte one thread's, a --config stack too", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bw-threads-"));
+    try {
+      const config = join(dir, "stacks.mjs");
+      const storm = new URL("../../src/storm/index.ts", import.meta.url).href;
+      writeFileSync(
+        config,
+        `import { breakwater } from ${JSON.stringify(storm)};\nexport const stacks = [{ ...breakwater, name: "mine" }];\n`,
+      );
+      const json = (threads: string) => {
+        const file = join(dir, `t${threads}.json`);
+        return cli(
+          "storm",
+          ...["--scenario", "blip,tool-deploy,tail-latency", "--stacks", "naive,mine"],
+          ...["--config", config, "--threads", threads, "--json", file],
+        ).then(() => readFileSync(file, "utf8"));
+      };
+      const [one, three] = await Promise.all([json("1"), json("3")]);
+      expect(
+        JSON.parse(one).scenarios.map((s: { scenario: { name: string } }) => s.scenario.name),
+      ).toEqual(["blip", "tool-deploy", "tail-latency"]);
+      expect(one).toMatch(/"stack":"mine"/);
+      expect(three).toBe(one);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("an unknown command fails in one line; no command prints the usage", async () => {
     const r = await cli("frobnicate").catch((e) => e);
     expect(r.code).toBe(2);
@@ -163,6 +191,10 @@ describe("the breakwater command", () => {
     [["storm", "--config", "nope.mjs"], "breakwater: --config nope.mjs: no such file"],
     [["fault-server", "--script", "nope.json"], "breakwater: --script nope.json: no such file"],
     [["storm", "--scenario", "nope"], 'breakwater: --scenario: unknown scenario "nope"'],
+    [
+      ["storm", "--threads", "0"],
+      'breakwater: --threads must be an integer from 1 to 256; got "0"',
+    ],
   ])("%j: one line naming what is wrong, exit 2", async (args, message) => {
     const r = await cli(...args).catch((e) => e);
     expect(r.code).toBe(2);
