@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /** `import "breakwater/..."` (the examples, as users write it) resolves to the sources: the
  * package's own `breakwater-source` export condition, as aliases. */
@@ -19,12 +20,36 @@ process.env.NODE_COMPILE_CACHE ??= new URL(
   import.meta.url,
 ).pathname;
 
+/** The files that take longest, longest first: started first, so that no minute-long file
+ * is left to run alone at the end (with no timings kept, as on a fresh clone, vitest starts
+ * the largest files first, and these are some of the smallest). */
+const LONGEST = [
+  /storm\/goals-\d\.test/,
+  /run\/durable-agent\./,
+  /docs\/readme\.test/,
+  /storm\/peers-2026\.test/,
+  /package\/consumer\.test/,
+  /run\/journal\.process\.test/,
+  /run\/postgres-journal\.test/,
+];
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (f: TestSpecification) => {
+      const i = LONGEST.findIndex((re) => re.test(f.moduleId));
+      return i === -1 ? LONGEST.length : i;
+    };
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
+  }
+}
+
 export default defineConfig({
   resolve: { alias },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     pool: "forks",
+    sequence: { sequencer: LongestFirst },
     // Both cores: the storm's goal tests are CPU-bound and independent of the rest.
     maxWorkers: 2,
     // Leak tests collect garbage on purpose (abandoned streams, bounded ledgers).

@@ -1,4 +1,4 @@
 import { goalsFor } from "./goals.ts";
 
-// Seeds 3 and 4; 1, 2 and 5 run in goals-1 and goals-3, each file in a process of its own.
-goalsFor([3, 4]);
+// One seed per file, each in a process of its own (the storm for a seed is a minute of CPU).
+goalsFor([2]);
