@@ -52,7 +52,9 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     // Both cores: the storm's goal tests are CPU-bound and independent of the rest.
     maxWorkers: 2,
-    // Leak tests collect garbage on purpose (abandoned streams, bounded ledgers).
-    execArgv: ["--expose-gc"],
+    // Leak tests collect garbage on purpose (abandoned streams, bounded ledgers). The storm's
+    // simulations make short-lived objects by the million: semi-spaces of 64 MB (V8's are
+    // 16) take a goal file from 72 s to 60 s.
+    execArgv: ["--expose-gc", "--max-semi-space-size=64"],
   },
 });
