@@ -504,36 +504,34 @@ export class RateLimiter implements Limiter {
     if (i >= 0) this.#queue.splice(i, 1);
   }
 
-  /** The waiter to serve next among those with a free slot: the highest priority; then
-   * one about to miss its deadline (within two of the calls' usual durations; the
-   * earliest deadline first); then the newest. When demand outruns the upstream, most
-   * calls then wait little and a few wait long, instead of every call waiting the whole
-   * queue, and the few are served before their deadline passes; the calls of an agent's
-   * turn, sent together, go together. A run tree's share is its cap
-   * (`maxConcurrentPerRun`), not its place in the queue. */
-  #next(): Waiter | undefined {
+  /**
+   * Refuses the waiters that can no longer make their deadline: those the buckets would
+   * hold past it (which changes only when something takes or the server says less is
+   * left, and both pump) and those whose deadline has passed (the pump wakes for it).
+   * Returns the waiter to serve next among the rest with a free slot: the highest
+   * priority; then one about to miss its deadline (within two of the calls' usual
+   * durations; the earliest deadline first); then the newest. When demand outruns the
+   * upstream, most calls then wait little and a few wait long, instead of every call
+   * waiting the whole queue, and the few are served before their deadline passes; the
+   * calls of an agent's turn, sent together, go together. A run tree's share is its cap
+   * (`maxConcurrentPerRun`), not its place in the queue. One pass from the back (a pump
+   * made two, and under a long queue they were a fifth of a call's cost): of waiters
+   * ranked alike, the one nearer the front is served, as in a pass from the front.
+   */
+  #sweep(now: number): Waiter | undefined {
+    const q = this.#queue;
     const urgentBefore = this.#clock.now() + 2 * this.#held;
     let best: Waiter | undefined;
-    for (const w of this.#queue) {
-      if (!this.#hasSlot(w.group)) continue;
-      if (best === undefined || ahead(w, best, urgentBefore)) best = w;
-    }
-    return best;
-  }
-
-  /** Refuses the waiters that can no longer make their deadline: those the buckets would
-   * hold past it (which changes only when something takes or the server says less is
-   * left, and both pump) and those whose deadline has passed (the pump wakes for it). */
-  #dropLate(now: number): void {
-    const q = this.#queue;
     for (let i = q.length - 1; i >= 0; i--) {
       const w = q[i]!;
       const wait = this.#waitFor(w.cost, now);
       if (late(now, wait, w.deadlineAt)) {
         q.splice(i, 1);
         w.refuse(tooLong(wait));
-      }
+      } else if (this.#hasSlot(w.group) && (best === undefined || !ahead(best, w, urgentBefore)))
+        best = w;
     }
+    return best;
   }
 
   /** Drops what can no longer make its deadline, grants what fits, and arms one timer for
@@ -545,8 +543,7 @@ export class RateLimiter implements Limiter {
     const now = this.#clock.now();
     let wake = INF;
     for (;;) {
-      this.#dropLate(now);
-      const w = this.#next();
+      const w = this.#sweep(now);
       if (w === undefined) break; // a slot frees on a settle, which pumps
       const wait = this.#waitFor(w.cost, now);
       if (wait > 0) {
