@@ -160,13 +160,18 @@ describe("RateLimiter", () => {
     take("due", { deadlineAt: clock.now() + 1500 }); // within two usual durations
     take("new");
     take("crit", { priority: 5 });
+    // Two as near their deadline as "due", after it: of calls ranked alike, the one that
+    // came first.
+    take("due-2", { deadlineAt: clock.now() + 1500 });
+    take("due-3", { deadlineAt: clock.now() + 1500 });
     first.settle();
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 6; i++) {
       await new Promise((r) => setImmediate(r));
       permits[i]?.settle();
     }
-    // The critical call; the one whose deadline is near; then the newest before the oldest.
-    expect(order).toEqual(["crit", "due", "new", "old"]);
+    // The critical call; those whose deadline is near, in their order; then the newest
+    // before the oldest.
+    expect(order).toEqual(["crit", "due", "due-2", "due-3", "new", "old"]);
   });
 
   it("caps each run tree's calls in flight, leaving room for the others", async () => {
