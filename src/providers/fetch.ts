@@ -50,6 +50,7 @@ import {
   SHOWN,
   streamBehind,
   tagError,
+  Validator,
   wantAmbient,
 } from "../internal.ts";
 import {
@@ -741,21 +742,23 @@ function attemptTimeout(perCall: PerCall | undefined, policyMs: number): number 
   return policyMs > sdk.cap ? sdk.cap : undefined;
 }
 
-/** Whether what a request's own values put into its call options (its signal, a custom
- * dialect's readings) is what the policy's checks allow: then they need no check again.
+/** The policy's own rules (`CALL_SPEC`) for what a request's own values put into its call
+ * options: its signal, and a custom dialect's readings (model, provider, operation, effect). */
+const OWN_VALUES = (["signal", "model", "provider", "operation", "effect"] as const).map(
+  (key) => [key, CALL_SPEC[key]] as const,
+);
+const OWN = new Validator("guardedFetch");
+
+/** Whether those values are what the policy's checks allow: then they need no check again.
  * A run is checked by the policy each call (a factory may hand anything). */
 function wellFormed(o: FetchCall["callOptions"]): boolean {
-  return (
-    (o.signal === undefined || o.signal instanceof AbortSignal) &&
-    text(o.model) &&
-    text(o.provider) &&
-    text(o.operation) &&
-    EFFECTS.includes(o.effect!)
-  );
+  try {
+    for (const [key, rule] of OWN_VALUES) rule(OWN, key, o[key]);
+    return true;
+  } catch {
+    return false; // the policy checks the call and names what is wrong
+  }
 }
-
-/** Absent, or a string as the policy's label options take one (not empty). */
-const text = (x: unknown) => x === undefined || (typeof x === "string" && x !== "");
 
 /** What a request is, as telemetry names it: the model it asks for, who serves it, the
  * operation; and, inside an SDK method call, the error the SDK will hand its caller. */
