@@ -283,6 +283,29 @@ describe("the packed package, in a fresh `npm init -y` project, as the README sa
   );
 
   it.each(NODES)(
+    "%s: `npx breakwater storm` runs its scenarios in threads from the package, as in one",
+    { timeout: 60_000 },
+    async (_, bin) => {
+      const env = { PATH: `${dirname(bin())}:${process.env.PATH}`, HOME: process.env.HOME };
+      const storm = async (threads: string) => {
+        const file = `storm-${threads}.json`;
+        await run(
+          "sh",
+          [
+            "-c",
+            `npx breakwater storm --scenario blip,tool-deploy --stacks naive,breakwater --threads ${threads} --json ${file}`,
+          ],
+          { cwd: dir, timeout: 60_000, env },
+        );
+        return readFileSync(join(dir, file), "utf8");
+      };
+      const two = await storm("2");
+      expect(JSON.parse(two).scenarios).toHaveLength(2);
+      expect(two).toBe(await storm("1"));
+    },
+  );
+
+  it.each(NODES)(
     "%s: a stream answered at once reports its usage in its ledger",
     { timeout: 60_000 },
     async (_, bin) => {
