@@ -61,16 +61,6 @@ export async function benchAdapter(): Promise<void> {
     maxRetries: 0,
     fetch: bareWrapper(fetch),
   });
-  const messages = [{ role: "user" as const, content: "hi" }];
-  const streamOnce = async (c: OpenAI) => {
-    const s = await c.chat.completions.create({
-      model: "m",
-      messages,
-      stream: true,
-      stream_options: { include_usage: true },
-    });
-    for await (const _ of s);
-  };
   const streams: Case[] = [
     {
       name: "openai stream, SDK alone",
@@ -138,6 +128,19 @@ export async function benchAdapter(): Promise<void> {
   await benchMarks();
 }
 
+const messages = [{ role: "user" as const, content: "hi" }];
+
+/** One chat stream through `c`, read to its end. */
+async function streamOnce(c: OpenAI): Promise<void> {
+  const s = await c.chat.completions.create({
+    model: "m",
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  for await (const _ of s);
+}
+
 /** The stream's bytes in network reads of `per` events each. */
 function readsOf(per: number): Uint8Array[] {
   const encoder = new TextEncoder();
@@ -175,24 +178,15 @@ async function benchMarks(): Promise<void> {
     },
     "no marks": { ...shipped, marks: undefined },
   };
-  const messages = [{ role: "user" as const, content: "hi" }];
   for (const per of [1, 8]) {
     const reads = readsOf(per);
     const fetch: typeof globalThis.fetch = async () =>
       new Response(bodyOf(reads), { headers: { "content-type": "text/event-stream" } });
     const client = (f: typeof globalThis.fetch) =>
       new OpenAI({ apiKey: "sk-bench", baseURL: "http://bench.local/v1", maxRetries: 0, fetch: f });
-    const streamOnce = async (c: OpenAI) => {
-      const s = await c.chat.completions.create({
-        model: "m",
-        messages,
-        stream: true,
-        stream_options: { include_usage: true },
-      });
-      for await (const _ of s);
-    };
+    const raw = client(fetch);
     const cases: Case[] = [
-      { name: "SDK alone", run: repeat(() => streamOnce(client(fetch))) },
+      { name: "SDK alone", run: repeat(() => streamOnce(raw)) },
       ...Object.entries(dialects).map(([name, dialect]) => {
         const c = client(guardedFetch({ fetch, policy: policy(), dialect }));
         return { name: `guardedFetch, ${name}`, run: repeat(() => streamOnce(c)) };

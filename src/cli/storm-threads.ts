@@ -31,6 +31,7 @@ export async function runStormThreads(
   const ext = extname(fileURLToPath(import.meta.url));
   const script = new URL(`./storm-worker${ext}`, import.meta.url);
   const reports = new Array<ScenarioReport>(o.scenarios.length);
+  const running = new Set<Worker>();
   let next = 0;
   const lane = async () => {
     while (next < o.scenarios.length) {
@@ -39,6 +40,8 @@ export async function runStormThreads(
       const task: StormTask = { scenario, seed: o.seed, stacks: o.stacks, config: o.config };
       reports[i] = await new Promise<ScenarioReport>((resolve, reject) => {
         const worker = new Worker(script, { workerData: task });
+        running.add(worker);
+        worker.once("exit", () => running.delete(worker));
         worker.on("message", (m: { stack?: string; done?: number; report?: ScenarioReport }) => {
           if (m.report !== undefined) resolve(m.report);
           else onProgress(scenario, m.stack!, m.done!);
@@ -50,6 +53,12 @@ export async function runStormThreads(
       });
     }
   };
-  await Promise.all(Array.from({ length: Math.min(o.threads, o.scenarios.length) }, lane));
+  try {
+    await Promise.all(Array.from({ length: Math.min(o.threads, o.scenarios.length) }, lane));
+  } catch (error) {
+    // One scenario failed: the others' threads would keep the process alive to no end.
+    await Promise.all([...running].map((w) => w.terminate()));
+    throw error;
+  }
   return { seed: o.seed, scenarios: reports };
 }

@@ -141,6 +141,32 @@ describe("the breakwater command", () => {
       ).toEqual(["blip", "tool-deploy", "tail-latency"]);
       expect(one).toMatch(/"stack":"mine"/);
       expect(three).toBe(one);
+      // A stack that throws (in metastable) ends the storm, named as in one thread, and
+      // the other scenarios' threads are stopped, not waited for: the thread on outage-503
+      // never reaches degradation or rate-limit (the stack notes each scenario it runs in).
+      const boom = join(dir, "boom.mjs");
+      const ran = join(dir, "ran.txt");
+      writeFileSync(ran, "");
+      writeFileSync(
+        boom,
+        [
+          'import { appendFileSync } from "node:fs";',
+          `import { naive } from ${JSON.stringify(storm)};`,
+          'export const stacks = [{ ...naive, name: "boom", create: (ctx) => {',
+          '  if (ctx.attemptTimeoutMs !== undefined) throw new Error("boom in create");',
+          `  appendFileSync(${JSON.stringify(ran)}, "ran\\n");`,
+          "  return naive.create(ctx);",
+          "} }];",
+        ].join("\n"),
+      );
+      const failed = await cli(
+        "storm",
+        ...["--config", boom, "--stacks", "naive,boom", "--threads", "2"],
+        ...["--scenario", "metastable,outage-503,degradation,rate-limit"],
+      ).catch((e) => e);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain("breakwater: boom in create");
+      expect(readFileSync(ran, "utf8").split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
