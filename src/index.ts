@@ -103,7 +103,15 @@ export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after
 export type { Price, Usage } from "./core/usage.ts";
 export { ConfigError } from "./core/validate.ts";
 export { HttpError, throwIfNotOk } from "./http/http-error.ts";
+export { type Handoff, handoff } from "./core/handoff.ts";
 export type { AttemptContext, CallOptions } from "./policy/call.ts";
+export {
+  type DurableStepOptions,
+  durableStep,
+  type StepContext,
+  type StepOutcome,
+  type StepState,
+} from "./policy/durable-step.ts";
 export type { ExecuteOptions } from "./policy/execute.ts";
 export {
   type ChainCallOptions,

@@ -24,6 +24,7 @@ export {
 } from "./core/validate.ts";
 export { ambientAttempt, type OuterAttempt, wantAmbient } from "./policy/ambient.ts";
 export { CALL_SPEC } from "./policy/call.ts";
+export { stepContext } from "./policy/durable-step.ts";
 export { CHECKED } from "./policy/execute.ts";
 export { POLICY_OPTIONS } from "./policy/options.ts";
 export { streamBehind } from "./policy/stream.ts";

@@ -20,6 +20,10 @@ export interface Breaker {
   onNeutral(): void;
   /** "open" also refuses retries of calls already running. */
   readonly state: BreakerState;
+  /** While open: how long until it lets a probe through, in ms (undefined when it cannot
+   * say). A call it refuses carries this wait on its `circuit-open` error, for whoever
+   * calls again: a durable engine waits it in its own timer. */
+  retryInMs?(): number | undefined;
 }
 
 /** What `CircuitBreaker.toJSON()` saves: enough to restore it in another process. */
@@ -116,6 +120,12 @@ export class CircuitBreaker implements Breaker {
       this.#set("half-open");
     }
     return this.#state;
+  }
+
+  /** While open, the time left before probes go through; else undefined. */
+  retryInMs(): number | undefined {
+    if (this.state !== "open") return undefined;
+    return Math.max(0, this.#openedAt + this.options.openMs - this.#clock.now());
   }
 
   /** Asks to send one request. False means fail fast: the breaker is open (or probing). */

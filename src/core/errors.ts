@@ -45,6 +45,11 @@ const REASONS = {
     message: "retries have spent more than their share of the run's tokens",
   },
   "run-tool-failures": { own: true, message: "the run hit its cap on tool failures" },
+  deferred: {
+    own: true,
+    message:
+      "the next attempt's wait is longer than this process holds one (deferAfterMs): the durable engine that called waits it in its own timer and calls again",
+  },
   "outcome-unknown": {
     own: true,
     message:

@@ -73,6 +73,13 @@ export interface CallOptions {
    * @default the deadline for a wait for room; a hold is capped as a Retry-After is, at the
    * policy's `retryAfter.maxMs` */
   maxWaitMs?: number;
+  /** The longest wait this call sleeps in the process before an attempt (a backoff, a
+   * Retry-After, the rate limiter's hold or queue): a retry that would wait longer is
+   * admitted and then handed back, the call ending with `deferred` and the wait on the
+   * error (`retryAfterMs`), for a durable engine to wait in its own timer, where a process
+   * death cannot lose it (a longer wait at the rate limiter ends with `rate-limit-wait`, its
+   * wait named the same way). @default none: every wait is slept here */
+  deferAfterMs?: number;
   /** This call's deadline in ms, in place of the policy's `deadlineMs` (the run's share
    * and `deadlineAt` still bound it). @default the policy's */
   deadlineMs?: number;
@@ -149,6 +156,7 @@ export const CALL_SPEC = {
   ),
   maxAttempts: opt.any<number>((x) => Number.isInteger(x) && (x as number) >= 1, "an integer >= 1"),
   maxWaitMs: opt.any<number>((x) => typeof x === "number" && x >= 0, "a number of ms >= 0"),
+  deferAfterMs: opt.any<number>((x) => typeof x === "number" && x >= 0, "a number of ms >= 0"),
   waited: opt.any<NonNullable<CallOptions["waited"]>>(
     (x) => typeof (x as { ms?: unknown } | null)?.ms === "number",
     "{ ms, why }: a wait before the first attempt",
@@ -525,13 +533,20 @@ export class Call implements AttemptOwner, GateRequest {
     return this.deadline.at;
   }
   get waitUntil(): number {
-    const most = this.#options?.maxWaitMs;
+    const most = this.#localWaitMs;
     const at = this.deadline.at;
     return most === undefined ? at : Math.min(at, this.#o.clock.now() + most);
   }
   get holdMs(): number {
-    const most = this.#options?.maxWaitMs ?? this.#o.retryAfterMaxMs;
+    const most = this.#localWaitMs ?? this.#o.retryAfterMaxMs;
     return Math.min(this.deadline.at - this.#o.clock.now(), most);
+  }
+  /** The longest wait at a gate this call says it takes here (`maxWaitMs`, `deferAfterMs`). */
+  get #localWaitMs(): number | undefined {
+    const o = this.#options;
+    const wait = o?.maxWaitMs;
+    const defer = o?.deferAfterMs;
+    return defer === undefined ? wait : wait === undefined ? defer : Math.min(wait, defer);
   }
   get reporter(): this {
     return this;
@@ -643,6 +658,11 @@ export class Call implements AttemptOwner, GateRequest {
     if (!verdict.retry)
       this.#giveUp(verdict.reason, this.#errorFor(verdict.reason, error), f, verdict.retryAfterMs);
     const waited = await this.#admitted(verdict.delayMs, error, f);
+    // A wait longer than this process holds goes to the durable engine that called: the
+    // retry is admitted (the engine sends it), its wait named on the error.
+    const defer = this.#options?.deferAfterMs;
+    if (defer !== undefined && verdict.delayMs - waited > defer)
+      this.#giveUp("deferred", error, f, verdict.delayMs - waited);
     this.#onRetry(verdict.delayMs, error, f);
     this.#told(f.retryAfterMs === undefined ? "backoff" : "retry-after", verdict.delayMs, f);
     this.#partial = undefined;
@@ -675,9 +695,9 @@ export class Call implements AttemptOwner, GateRequest {
       if (refused === undefined) return o.clock.now() - started;
       const at = this.deadline.at;
       if (at === Number.POSITIVE_INFINITY || this.#options?.patience !== true)
-        this.#giveUp(refused.reason, error, f);
+        this.#giveUp(refused.reason, error, f, refused.waitMs);
       wait = Math.min(MAX_DELAY_MS, Math.max(0, o.backoff.delay(round, f.kind, wait, o.random)));
-      if (!(o.clock.now() + wait < at)) this.#giveUp(refused.reason, error, f);
+      if (!(o.clock.now() + wait < at)) this.#giveUp(refused.reason, error, f, refused.waitMs);
       await this.#sleep(wait);
     }
   }

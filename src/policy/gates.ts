@@ -93,13 +93,24 @@ export class BreakerGate implements Gate, Grant {
   enter(req: GateRequest): Grant {
     // A breaker that throws lets the attempt go: a broken gate must not stop all traffic.
     const b = this.#breaker;
-    if (!guard(req.reporter, "breaker.tryAcquire", () => b.tryAcquire(), true)) throw CIRCUIT_OPEN;
+    if (!guard(req.reporter, "breaker.tryAcquire", () => b.tryAcquire(), true))
+      throw this.#openFor(req.reporter);
     return this;
+  }
+
+  /** The refusal, with the wait until probes go through when the breaker says it. */
+  #openFor(r: Reporter): Refusal {
+    const b = this.#breaker;
+    if (b.retryInMs === undefined) return CIRCUIT_OPEN;
+    const ms = guard(r, "breaker.retryInMs", () => b.retryInMs!(), undefined);
+    return typeof ms === "number" && ms > 0 ? new Refusal("circuit-open", ms) : CIRCUIT_OPEN;
   }
 
   admit(_f: Failure, r: Reporter): Refusal | undefined {
     const b = this.#breaker;
-    return guard(r, "breaker.state", () => b.state, "closed") === "open" ? CIRCUIT_OPEN : undefined;
+    return guard(r, "breaker.state", () => b.state, "closed") === "open"
+      ? this.#openFor(r)
+      : undefined;
   }
 
   calm(r: Reporter): boolean {

@@ -146,6 +146,8 @@ const endingOf = (name: Name): Ending => ENDINGS[name];
 /** The reasons walked elsewhere, with the test that walks them through the adapters: each
  * needs a shape of call the walk above does not make. */
 const ELSEWHERE: Partial<Record<GiveUpReason, string>> = {
+  deferred:
+    "test/policy/durable-step.test.ts and test/engines/ (a durable engine's step hands its long waits over; no adapter call asks for it)",
   "outcome-unknown": "replay.test.ts (a stored conversation's turn timed out after it was sent)",
   "pool-cooldown": "test/policy/pool.test.ts (a pool is a policy of deployments, not an adapter's)",
   "run-retry-share": "test/run/run.test.ts (a share of tokens wasted on retries)",
