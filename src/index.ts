@@ -77,6 +77,7 @@ export {
   reasonOf,
 } from "./core/errors.ts";
 export { type Failure, type FailureKind, isUpstreamKind } from "./core/failure.ts";
+export { type Handoff, handoff } from "./core/handoff.ts";
 export type { HeaderBag } from "./core/headers.ts";
 export type { HedgeOptions } from "./core/hedge.ts";
 export { type AttemptRecord, Ledger } from "./core/ledger.ts";
@@ -103,7 +104,6 @@ export { MAX_DELAY_MS, parseHttpDate, parseRetryAfter } from "./core/retry-after
 export type { Price, Usage } from "./core/usage.ts";
 export { ConfigError } from "./core/validate.ts";
 export { HttpError, throwIfNotOk } from "./http/http-error.ts";
-export { type Handoff, handoff } from "./core/handoff.ts";
 export type { AttemptContext, CallOptions } from "./policy/call.ts";
 export {
   type DurableStepOptions,

@@ -36,6 +36,9 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   policy: (t) => ["core", "run"].includes(folder(t)),
   tools: (t) => ["core", "run", "policy"].includes(folder(t)),
   providers: LIBRARY,
+  // The engines' step wrappers: the entries, the AI SDK middleware a Restate handler wraps,
+  // and core alone where workflow code must import nothing else (temporal-retry.ts).
+  engines: (t) => LIBRARY(t) || ["core", "providers"].includes(folder(t)),
   otel: LIBRARY,
   redis: LIBRARY,
   testing: (t) => ENTRIES.has(t),

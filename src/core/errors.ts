@@ -248,10 +248,33 @@ export function ledgerOf(error: unknown): Ledger | undefined {
 }
 
 /** Why the policy gave up on the call that threw `error`. A request refused before it was
- * sent (RequestCheckError) is `not-retryable`: it would fail the same way again. */
+ * sent (RequestCheckError) is `not-retryable`: it would fail the same way again. An error
+ * a durable engine revived from its record (JSON: no class, no tag) says it in its own
+ * `breakwaterReason` (`markReason`). */
 export function reasonOf(error: unknown): GiveUpReason | undefined {
-  return outcomeOf(error)?.reason ?? (checkOf(error) ? "not-retryable" : undefined);
+  return (
+    outcomeOf(error)?.reason ?? (checkOf(error) ? "not-retryable" : undefined) ?? markedOf(error)
+  );
 }
+
+/** Writes the reason on the error itself, as an own field that survives its journal's JSON
+ * (an engine that records errors as data: DBOS). */
+export function markReason(error: unknown): void {
+  const reason = reasonOf(error);
+  if (reason === undefined || !isObj(error) || Object.isFrozen(error)) return;
+  try {
+    Object.defineProperty(error, "breakwaterReason", {
+      value: reason,
+      enumerable: true,
+      configurable: true,
+    });
+  } catch {} // a Proxy that refuses: the reason stays in memory only
+}
+
+const markedOf = (error: unknown): GiveUpReason | undefined => {
+  const r = get(error, "breakwaterReason");
+  return typeof r === "string" && Object.hasOwn(REASONS, r) ? (r as GiveUpReason) : undefined;
+};
 
 /** What an error carries: its `cause`, or the AI SDK's RetryError's last try. */
 const carried = (e: object): unknown => get(e, "cause") ?? get(e, "lastError");

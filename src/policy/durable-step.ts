@@ -5,6 +5,7 @@ import { opt, parseOptions, Validator } from "../core/validate.ts";
 import type { AttemptContext, CallOptions } from "./call.ts";
 import type { WaitCause } from "./observer.ts";
 import type { Operation, Policy } from "./policy.ts";
+import type { ChainCallOptions, ChainLimits, Fallback } from "./router.ts";
 
 /**
  * Where a durable step stands between two of its legs: what the engine keeps for it (it
@@ -70,40 +71,52 @@ function causeOf(reason: GiveUpReason, error: unknown): WaitCause {
   return failureOf(error)?.retryAfterMs === undefined ? "backoff" : "retry-after";
 }
 
+/** A policy with the operation it runs, or a chain (a `fallback` or a `pool`), whose
+ * upstreams hold their calls. */
+export type StepTarget<T> = Policy | Fallback<T>;
+
+const isChain = <T>(t: StepTarget<T>): t is Fallback<T> =>
+  (t as Partial<Fallback<T>>).limits !== undefined;
+
+/** What the step reads of its target: the attempt cap, the deadline, the clock, the cap
+ * on a Retry-After. */
+const limitsOf = <T>(t: StepTarget<T>): ChainLimits => (isChain(t) ? t.limits : t.options);
+
 /**
- * One leg of a durable step (docs/architecture.md, rule 22): `policy.execute` as a durable
- * engine's step runs it. Short waits are slept here as usual; a longer one ends the leg
- * with the wait, which the engine performs in its own timer before the next leg, handed
- * `state`: the step's attempts and deadline go on across legs, so the engine and
- * breakwater never multiply. A final failure (a 400, attempts or admission spent, the
- * deadline, a Retry-After past the cap) is thrown as `execute` throws it: the engine must
- * not retry it. Each engine's adapter maps the two to its own signals.
+ * One leg of a durable step (docs/architecture.md, rule 22): `policy.execute` (or a chain's
+ * `execute`) as a durable engine's step runs it. Short waits are slept here as usual; a
+ * longer one ends the leg with the wait, which the engine performs in its own timer before
+ * the next leg, handed `state`: the step's attempts and deadline go on across legs, so the
+ * engine and breakwater never multiply. A chain moves on at once where it can (a long
+ * wait at one upstream is a switch while another has room), and ends the leg with a wait
+ * only where none can take the call. A final failure (a 400, attempts or admission spent,
+ * the deadline, a Retry-After past the cap) is thrown as `execute` throws it: the engine
+ * must not retry it. Each engine's adapter maps the two to its own signals.
  */
 export async function durableStep<T>(
-  p: Policy,
-  operation: Operation<T>,
+  target: StepTarget<T>,
+  operation: Operation<T> | undefined,
   options: DurableStepOptions = {},
 ): Promise<StepOutcome<T>> {
   const { state, holdMs, ...given } = options;
   const o = parseOptions(V, SPEC, { state, holdMs });
-  const clock = p.options.clock;
+  const limits = limitsOf(target);
+  const clock = limits.clock;
   const prior = o.state;
   const deadlineAt = prior
     ? (prior.deadlineAt ?? Number.POSITIVE_INFINITY)
-    : callDeadline(clock.now(), given.deadlineMs ?? p.options.deadlineMs, Number.POSITIVE_INFINITY)
-        .at;
+    : callDeadline(clock.now(), given.deadlineMs ?? limits.deadlineMs, Number.POSITIVE_INFINITY).at;
   const spent = prior?.spent ?? 0;
-  const call: CallOptions = {
-    ...given,
-    maxAttempts: Math.max(1, p.options.maxAttempts - spent),
+  const step = {
+    maxAttempts: Math.max(1, limits.maxAttempts - spent),
     deferAfterMs: o.holdMs,
     ...(deadlineAt !== Number.POSITIVE_INFINITY && { deadlineAt }),
     ...(prior && { waited: { ms: prior.waitMs, why: prior.why } }),
   };
   try {
-    return { ok: true, value: await p.execute(operation, call) };
+    return { ok: true, value: await send(target, operation, given, step) };
   } catch (error) {
-    const h = handoff(error, clock.now(), deadlineAt, p.options.retryAfterMaxMs);
+    const h = handoff(error, clock.now(), deadlineAt, limits.retryAfterMaxMs);
     if (h.waitMs === undefined || h.reason === undefined) throw error;
     const sent = ledgerOf(error)?.attempts.length ?? 0;
     const next: StepState = {
@@ -115,6 +128,21 @@ export async function durableStep<T>(
     };
     return { ok: false, waitMs: h.waitMs, reason: h.reason, state: next };
   }
+}
+
+/** The leg's one call: the policy's `execute` of the operation, or the chain's. */
+function send<T>(
+  target: StepTarget<T>,
+  operation: Operation<T> | undefined,
+  given: Omit<DurableStepOptions, "state" | "holdMs">,
+  step: ChainCallOptions & Pick<CallOptions, "maxAttempts" | "deferAfterMs" | "deadlineAt">,
+): Promise<T> {
+  if (isChain(target)) {
+    const { signal, run } = given;
+    return target.execute({ ...step, ...(signal && { signal }), ...(run && { run }) });
+  }
+  if (operation === undefined) return V.fail("operation", operation, "a function, for a policy");
+  return target.execute(operation, { ...given, ...step });
 }
 
 /** What a durable step's operation is handed: the attempt's context, and a key named by

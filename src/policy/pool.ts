@@ -225,6 +225,7 @@ export function pool<T, C = unknown>(
   const strategy = new Healthiest(deps, { ...o, when: o.when ?? movesOn });
   const router = new Router(deps, strategy, { deadlineMs: o.deadlineMs, maxAttempts }, v);
   return {
+    limits: router.limits,
     execute: (call) => router.execute(call),
     stream: (call) => router.stream(call),
     cooldowns: () => strategy.cooldowns(),

@@ -1,3 +1,4 @@
+import type { Clock } from "../core/clock.ts";
 import { callDeadline } from "../core/deadline.ts";
 import { BreakwaterError, failureOf, type GiveUpReason } from "../core/errors.ts";
 import type { Failure, FailureKind } from "../core/failure.ts";
@@ -25,10 +26,29 @@ export interface Upstream<T, C = unknown> {
   readonly forContextExceeded?: boolean;
 }
 
-/** What a call through a chain or pool may carry. */
+/** What a call through a chain or pool may carry. The last four are how a durable step
+ * runs a chain as one leg (`durableStep`): they narrow the chain's own, never widen them. */
 export interface ChainCallOptions {
   signal?: AbortSignal;
   run?: Run;
+  /** Fewer attempts than the chain allows, across its upstreams. */
+  maxAttempts?: number;
+  /** An absolute deadline on the upstreams' clock, beside the chain's own. */
+  deadlineAt?: number;
+  /** Every hop's `deferAfterMs`: a wait longer than this ends the hop `deferred`; the call
+   * moves on if another upstream can take it now, else ends `deferred` with the wait. */
+  deferAfterMs?: number;
+  /** A wait before the call that happened outside it (a durable engine's timer). */
+  waited?: CallOptions["waited"];
+}
+
+/** What a durable step reads of a chain: its attempt cap and deadline, the clock its
+ * upstreams share, and the longest Retry-After any of them honours. */
+export interface ChainLimits {
+  readonly maxAttempts: number;
+  readonly deadlineMs: number;
+  readonly clock: Clock;
+  readonly retryAfterMaxMs: number;
 }
 
 /** Decides whether a failure moves a call on to the next upstream. */
@@ -41,6 +61,8 @@ export type MoveOn = (
 /** A chain of upstreams (a `fallback` or a `pool`): each call goes to the one its strategy
  * picks, and on to the next while the failure says so. */
 export interface Fallback<T, C = unknown> {
+  /** The chain's limits, as a durable step reads them. */
+  readonly limits: ChainLimits;
   /** One logical call: the first upstream, then the next ones while `when` says so. */
   execute(options?: ChainCallOptions): Promise<T>;
   /** One streamed answer: an upstream is left only before it streamed anything. */
@@ -65,6 +87,8 @@ export interface Leg<C> {
   /** A wait the strategy made before the next hop (a pool's for a recovery): the hop's
    * call tells it and books it on its first attempt. */
   waited: CallOptions["waited"];
+  /** Every hop's `deferAfterMs` (a durable step's leg). */
+  readonly deferAfterMs: number | undefined;
   hop(u: Upstream<unknown, C>): CallOptions & { ledger: Ledger };
 }
 
@@ -156,6 +180,7 @@ export class Router<T, C> implements Fallback<T, C> {
   readonly #deadlineMs: number;
   readonly #cap: number;
   readonly #v: Validator;
+  readonly limits: ChainLimits;
 
   constructor(
     ups: readonly Upstream<T, C>[],
@@ -168,6 +193,12 @@ export class Router<T, C> implements Fallback<T, C> {
     this.#deadlineMs = limits.deadlineMs;
     this.#cap = limits.maxAttempts;
     this.#v = v;
+    const rules = ups.map((u) => u.policy.options);
+    this.limits = Object.freeze({
+      ...limits,
+      clock: rules[0]!.clock,
+      retryAfterMaxMs: Math.max(...rules.map((r) => r.retryAfterMaxMs)),
+    });
   }
 
   async execute(call?: ChainCallOptions): Promise<T> {
@@ -226,6 +257,7 @@ export class Router<T, C> implements Fallback<T, C> {
     const s = this.#strategy;
     const wait = s.maxWaitMs?.(i, leg);
     if (wait !== undefined) hop.maxWaitMs = wait;
+    if (leg.deferAfterMs !== undefined) hop.deferAfterMs = leg.deferAfterMs;
     if (leg.waited !== undefined) {
       hop.waited = leg.waited;
       leg.waited = undefined;
@@ -257,15 +289,18 @@ export class Router<T, C> implements Fallback<T, C> {
     // The chain's deadline, and the run's as it stands at each hop, from the one place
     // every call's comes from (rule 6).
     const startedAt = clock.now();
-    const within = (runAllows: number) => callDeadline(startedAt, this.#deadlineMs, runAllows).at;
+    const given = call?.deadlineAt ?? Number.POSITIVE_INFINITY;
+    const within = (runAllows: number) =>
+      Math.min(given, callDeadline(startedAt, this.#deadlineMs, runAllows).at);
     const deadlineAt = within(Number.POSITIVE_INFINITY);
-    const cap = this.#cap;
+    const cap = Math.min(this.#cap, call?.maxAttempts ?? Number.POSITIVE_INFINITY);
     return {
       ledger,
       deadlineAt,
       signal: call?.signal,
       tried: new Set(),
-      waited: undefined,
+      waited: call?.waited,
+      deferAfterMs: call?.deferAfterMs,
       deadline: (now) => within(run?.callDeadline(now) ?? Number.POSITIVE_INFINITY),
       hop: (u) => ({
         ...(call?.signal && { signal: call.signal }),

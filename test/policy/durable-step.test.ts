@@ -12,7 +12,8 @@ import { drive, driveError, httpError } from "../helpers.ts";
 // A durable step (docs/architecture.md, rule 22): short waits slept here, longer ones
 // handed to the engine with the step's state, so the engine and breakwater never multiply.
 
-const limited = (seconds: number) => httpError(429, { headers: { "retry-after": String(seconds) } });
+const limited = (seconds: number) =>
+  httpError(429, { headers: { "retry-after": String(seconds) } });
 
 /** An upstream that answers each request from `script` (an error to throw, or a value). */
 function upstream(script: unknown[]) {
@@ -140,9 +141,9 @@ describe("durableStep", () => {
     const p = policy();
     await expect(durableStep(p, async () => 1, { holdMs: -1 })).rejects.toThrow(ConfigError);
     await expect(durableStep(p, async () => 1, { holdMs: -1 })).rejects.toThrow(/holdMs/);
-    await expect(
-      durableStep(p, async () => 1, { state: { spent: -1 } as never }),
-    ).rejects.toThrow(/option "state"/);
+    await expect(durableStep(p, async () => 1, { state: { spent: -1 } as never })).rejects.toThrow(
+      /option "state"/,
+    );
     await expect(p.execute(async () => 1, { deferAfterMs: -5 })).rejects.toThrow(/deferAfterMs/);
   });
 
