@@ -1,6 +1,9 @@
 import { layerMark } from "../core/layer-mark.ts";
 import { validator } from "../core/validate.ts";
+import { type EngineSettings, engineLayers } from "./engines.ts";
 import { agentsLayers, langchainAgentLayers, mastraLayers } from "./frameworks.ts";
+
+export type { EngineSettings } from "./engines.ts";
 
 /** One retry layer around a call, as the caller describes it. */
 export interface LayerSpec {
@@ -19,7 +22,7 @@ export interface LayerSpec {
 
 /** What `audit` can read off the live objects you hold. A client or model wrapped by a
  * breakwater adapter counts as breakwater's layer (its policy's attempts). */
-export interface AuditClients {
+export interface AuditClients extends EngineSettings {
   /** An `openai` client (reads `maxRetries`). */
   openai?: { maxRetries?: number };
   /** An `@anthropic-ai/sdk` client (reads `maxRetries`). */
@@ -61,6 +64,7 @@ export interface AuditReport {
 
 function worstWait(l: LayerSpec): number {
   const retries = l.attempts - 1;
+  if (retries === Number.POSITIVE_INFINITY) return retries; // an engine that never stops
   if (l.waitsMs) return l.waitsMs.slice(0, retries).reduce((a, b) => a + b, 0);
   if (!l.backoff) return 0;
   const { baseMs, factor = 2, capMs = Number.POSITIVE_INFINITY, jitter = "full" } = l.backoff;
@@ -142,6 +146,7 @@ function clientLayers(c: AuditClients, warnings: string[]): LayerSpec[] {
   const wrapped = (x: unknown) => breakwaterLayer(out, x);
   const add = (...a: Parameters<typeof retrying> extends [string[], ...infer R] ? R : never) =>
     out.push(retrying(warnings, ...a));
+  out.push(...engineLayers(c, warnings)); // the engines run everything below them
   c = frameworkLayers(c, out, warnings);
   // @langchain/core AsyncCaller: p-retry, 1 s doubling, randomized (up to 2x), no cap.
   if (c.langchain && !wrapped(c.langchain))
@@ -217,7 +222,7 @@ export function audit(layers: LayerSpec[] = [], clients: AuditClients = {}): Aud
   let outer = 1;
   let worstCaseWaitMs = 0;
   for (const l of out) {
-    worstCaseWaitMs += outer * l.worstWaitMs;
+    if (l.worstWaitMs > 0) worstCaseWaitMs += outer * l.worstWaitMs; // Infinity × 0 is no wait
     outer *= l.attempts;
   }
   return { layers: out, worstCaseRequests, worstCaseWaitMs, warnings };

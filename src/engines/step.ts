@@ -4,14 +4,13 @@ import {
   durableStep,
   type Fallback,
   type Policy,
-  type PolicyOptions,
   reasonOf,
   type StepContext,
   type StepOutcome,
   type StepState,
 } from "../index.ts";
 import { opt, parseOptions, stepContext } from "../internal.ts";
-import { ADAPTER_SPEC, asPolicy } from "../providers/shared.ts";
+import { asPolicy } from "../providers/shared.ts";
 
 /** What a step's operation is: handed the attempt's context and the step's key. */
 export type StepOperation<T> = (context: StepContext) => T | PromiseLike<T>;
@@ -38,19 +37,28 @@ export type StepCallOptions = Pick<
 
 /** What every engine's step wrapper takes: the policy, the hold, and the call's options. */
 export interface StepOptions extends StepCallOptions {
-  /** The policy that owns retry inside the step (or its options): share one with the
-   * clients the step calls through (`withBreakwater(client, { policy })`), so its limiter,
-   * admission and breaker see every call. @default policy() */
-  policy?: Policy | PolicyOptions;
+  /** The policy that owns retry inside the step, built once (`policy({ ... })`) and shared
+   * with the clients the step calls through (`withBreakwater(client, { policy })`), so its
+   * limiter, admission and breaker see every call to that upstream. @default one
+   * `policy()` shared by every step of the process that names none */
+  policy?: Policy;
   /** The longest wait slept in the process between two attempts; a longer one (a
    * Retry-After, an open breaker's cool-off) is waited in the engine's own timer. @default 5000 */
   holdMs?: number;
 }
 
 const SPEC = {
-  policy: ADAPTER_SPEC.policy,
+  // Options would build a new policy at every step, each with an admission, a breaker and
+  // a limiter that see one call: a built one is asked for.
+  policy: opt.any<Policy>(
+    (p) => typeof (p as Policy)?.execute === "function" && (p as Policy).options !== undefined,
+    "a Policy built once (policy({ ... })), shared by the steps that call one upstream",
+  ),
   holdMs: opt.num({ min: 0, default: 5_000 }),
 };
+
+/** The steps' policy when none is named: one for the process, made at first use. */
+let shared: Policy | undefined;
 const CALL_KEYS = [
   "deadlineMs",
   "attemptTimeoutMs",
@@ -97,7 +105,8 @@ export function resolveStep(
   for (const key of Object.keys(given))
     ((CALL_KEYS as readonly string[]).includes(key) ? call : own)[key] = given[key];
   const o = parseOptions(owner, SPEC, own);
-  return { policy: asPolicy(o.policy), holdMs: o.holdMs, call: call as StepCallOptions };
+  const policy = o.policy ?? (shared ??= asPolicy(undefined));
+  return { policy, holdMs: o.holdMs, call: call as StepCallOptions };
 }
 
 /** What an engine journals of one leg: the value, or the wait and the step's state. */

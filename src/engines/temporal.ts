@@ -29,11 +29,13 @@
  */
 import { Context } from "@temporalio/activity";
 import { ApplicationFailure } from "@temporalio/common";
-import { reasonOf, type StepContext, type StepState } from "../index.ts";
+import { ConfigError, reasonOf, type StepContext, type StepState } from "../index.ts";
+import { markLayer } from "../internal.ts";
 import {
   finalWords,
   type Leg,
   leg,
+  type Resolved,
   resolveStep,
   type StepOptions,
   type StepTarget,
@@ -97,7 +99,11 @@ function final(error: unknown): unknown {
  * non-retryable `ApplicationFailure` typed by breakwater's reason.
  */
 export async function step<T>(target: StepTarget<T>, options?: StepOptions): Promise<T> {
-  const r = resolveStep("breakwater/temporal step", target, options);
+  return stepWith(resolveStep("breakwater/temporal step", target, options), target);
+}
+
+/** `step`, its options read. */
+async function stepWith<T>(r: Resolved, target: StepTarget<T>): Promise<T> {
   const ctx = Context.current();
   const info = ctx.info;
   const key = `${info.workflowExecution?.workflowId ?? info.activityType}:${info.activityId}`;
@@ -127,6 +133,10 @@ export function activity<A extends unknown[], T>(
   operation: (context: StepContext, ...args: A) => T | PromiseLike<T>,
   options?: StepOptions,
 ): (...args: A) => Promise<T> {
-  resolveStep("breakwater/temporal activity", () => undefined, options); // checked once, here
-  return (...args: A) => step((c) => operation(c, ...args), options);
+  if (typeof operation !== "function")
+    throw new ConfigError("breakwater/temporal activity", "operation", operation, "a function");
+  const r = resolveStep("breakwater/temporal activity", operation as never, options);
+  const run = (...args: A) => stepWith(r, (c) => operation(c, ...args));
+  // `audit({ temporal: { activity } })` reads breakwater's layer off it.
+  return markLayer(run, { owner: "temporal", attempts: r.policy.options.maxAttempts });
 }

@@ -6,6 +6,7 @@ import { BreakwaterError, ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { handoff } from "../../src/core/handoff.ts";
 import { ConfigError } from "../../src/core/validate.ts";
 import { durableStep, type StepOutcome } from "../../src/policy/durable-step.ts";
+import { fallback } from "../../src/policy/fallback.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { drive, driveError, httpError } from "../helpers.ts";
 
@@ -158,5 +159,35 @@ describe("durableStep", () => {
     expect(reasonOf(e)).toBe("deferred");
     expect((e as BreakwaterError).retryAfterMs).toBeGreaterThanOrEqual(12_000);
     expect(ledgerOf(e)?.attempts.length).toBe(1);
+  });
+
+  it("a chain switches inside the step; only when no upstream can take the call is the wait the engine's", async () => {
+    const clock = new VirtualClock();
+    const mk = () => policy({ clock, random: () => 0.5 });
+    const a = upstream([limited(20), "from a"]);
+    const b = upstream(["from b"]);
+    const chain = fallback([
+      { name: "a", policy: mk(), call: a.call },
+      { name: "b", policy: mk(), call: b.call },
+    ]);
+    const r = await drive(clock, durableStep(chain, undefined));
+    expect(r).toEqual({ ok: true, value: { ok: true, value: "from b" } }); // switched, no wait
+    expect(clock.now()).toBe(0);
+
+    const c = upstream([limited(20), "from c"]);
+    const d = upstream([limited(20), "from d"]);
+    const both = fallback([
+      { name: "c", policy: mk(), call: c.call },
+      { name: "d", policy: mk(), call: d.call },
+    ]);
+    const first = await drive(clock, durableStep(both, undefined));
+    const leg = (first as { value: StepOutcome<string> }).value;
+    if (leg.ok) throw new Error("expected the engine's wait");
+    expect(leg.waitMs).toBeGreaterThanOrEqual(20_000);
+    expect(leg.state.spent).toBe(2);
+    await clock.advance(leg.waitMs);
+    const second = await drive(clock, durableStep(both, undefined, { state: leg.state }));
+    expect(second).toEqual({ ok: true, value: { ok: true, value: "from c" } });
+    expect(c.sent() + d.sent()).toBe(3);
   });
 });
