@@ -26,6 +26,7 @@ process.env.NODE_COMPILE_CACHE ??= new URL(
 const LONGEST = [
   /storm\/goals-\d\.test/,
   /run\/durable-agent\./,
+  /engines\/(restate|dbos)\.test/,
   /docs\/readme\.test/,
   /storm\/peers-2026\.test/,
   /package\/consumer\.test/,

@@ -33,6 +33,7 @@
  */
 import { type Context, TerminalError } from "@restatedev/restate-sdk";
 import { reasonOf, type StepState } from "../index.ts";
+import { type DurableCallsOptions, durableCallsMiddleware } from "./restate-ai-sdk.ts";
 import {
   finalWords,
   type Leg,
@@ -43,6 +44,7 @@ import {
 } from "./step.ts";
 
 export type { StepContext } from "../index.ts";
+export type { DurableCallsOptions } from "./restate-ai-sdk.ts";
 export type { StepOperation, StepOptions, StepTarget } from "./step.ts";
 
 /** How many steps of each name this handler's execution has run: the n-th keys the n-th
@@ -101,4 +103,21 @@ export async function run<T>(
     state = out.state;
     await ctx.sleep(out.waitMs, `${name}: ${out.reason}`);
   }
+}
+
+/**
+ * The AI SDK middleware for a Restate handler, in place of
+ * `@restatedev/vercel-ai-middleware`'s `durableCalls(ctx)`: every `doGenerate` and
+ * `doStream` of the wrapped model is a `run` step of the handler, classified by
+ * breakwater (a 400 is a `TerminalError`, never 3 × 2 requests), a long wait a `ctx.sleep`,
+ * the answer journaled. A stream's parts reach the consumer as they arrive, and are never
+ * replayed after the first.
+ *
+ * ```ts
+ * const model = wrapLanguageModel({ model: openai("gpt-4o-mini"), middleware: durableCalls(ctx) });
+ * const { text } = await generateText({ model, prompt, maxRetries: 0 });
+ * ```
+ */
+export function durableCalls(ctx: Context, options: DurableCallsOptions = {}) {
+  return durableCallsMiddleware(ctx, options, run);
 }

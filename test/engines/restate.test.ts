@@ -77,13 +77,13 @@ function asked(model: string) {
   return { requests: t.length, billed: t.reduce((s, a) => s + (a.billed ?? 0), 0), t };
 }
 
-/** One agent run; its service process killed at random points until `budget` kills landed
- * or the run ended. */
-async function agentRun(ms: number, random: () => number, budget: number) {
-  const id = `loop-${++n}`;
+/** One agent run (the `loop` or `aiLoop` handler); its service process killed at random
+ * points until `budget` kills landed or the run ended. */
+async function agentRun(loop: string, ms: number, random: () => number, budget: number) {
+  const id = `${loop}-${++n}`;
   const input = { model: `m-${id}`, service: join(dir, `${id}.db`) };
   const t0 = Date.now();
-  const invocation = await send("loop", input, id);
+  const invocation = await send(loop, input, id);
   let kills = 0;
   while (kills < budget) {
     await new Promise((r) => setTimeout(r, random() * ms));
@@ -102,35 +102,42 @@ async function agentRun(ms: number, random: () => number, budget: number) {
 }
 
 describe("breakwater/restate: the agent loop, its service killed at 20 points", () => {
-  it("ends as the uninterrupted run, charges nobody twice, sends no finished call again", async () => {
-    fault.setScript({ agent: { tool: "charge", calls: 8 }, rules: [{ headersDelayMs: 25 }] });
-    const clean = await agentRun(0, () => 0, 0);
-    expect(clean.asked.requests).toBe(9); // eight tool turns and the answer
-    expect(clean.end?.answer).toMatch(/^done after 8 tool calls: /);
-    expect(clean.effects.effects).toBe(8);
-    const maxCall = Math.max(...clean.asked.t.map((a) => a.billed ?? 0));
-    const random = mulberry32(43);
-    const runs: Awaited<ReturnType<typeof agentRun>>[] = [];
-    for (let kills = 0; kills < 20; ) {
-      const r = await agentRun(clean.ms, random, 20 - kills);
-      kills += r.kills;
-      runs.push(r);
-    }
-    const rerun = (t: (typeof runs)[number]) =>
-      t.effects.executions.reduce((s, e) => s + e.n - 1, 0);
-    for (const t of runs) {
-      expect(t.end?.answer).toBe(clean.end?.answer);
-      expect(t.effects.effects).toBe(8);
-      expect(rerun(t)).toBeLessThanOrEqual(t.kills);
-      expect(t.asked.requests).toBeLessThanOrEqual(clean.asked.requests + t.kills);
-      expect(t.asked.billed).toBeLessThanOrEqual(clean.asked.billed + t.kills * maxCall);
-    }
-    const sum = (f: (t: (typeof runs)[number]) => number) => runs.reduce((s, t) => s + f(t), 0);
-    expect(sum((t) => t.kills)).toBe(20);
-    console.log(
-      `restate: 20 kills over ${runs.length} runs; requests ${sum((t) => t.asked.requests)} (uninterrupted ${runs.length * clean.asked.requests}); tool bodies run again ${sum(rerun)}`,
-    );
-  }, 240_000);
+  it.each([
+    ["loop", "openai's client, each call a run()"],
+    ["aiLoop", "the AI SDK's generateText through durableCalls"],
+  ])(
+    "%s (%s): the uninterrupted run's answer, nobody charged twice, no finished call sent again",
+    async (loop) => {
+      fault.setScript({ agent: { tool: "charge", calls: 8 }, rules: [{ headersDelayMs: 25 }] });
+      const clean = await agentRun(loop, 0, () => 0, 0);
+      expect(clean.asked.requests).toBe(9); // eight tool turns and the answer
+      expect(clean.end?.answer).toMatch(/^done after 8 tool calls: /);
+      expect(clean.effects.effects).toBe(8);
+      const maxCall = Math.max(...clean.asked.t.map((a) => a.billed ?? 0));
+      const random = mulberry32(loop === "loop" ? 43 : 47);
+      const runs: Awaited<ReturnType<typeof agentRun>>[] = [];
+      for (let kills = 0; kills < 20; ) {
+        const r = await agentRun(loop, clean.ms, random, 20 - kills);
+        kills += r.kills;
+        runs.push(r);
+      }
+      const rerun = (t: (typeof runs)[number]) =>
+        t.effects.executions.reduce((s, e) => s + e.n - 1, 0);
+      for (const t of runs) {
+        expect(t.end?.answer).toBe(clean.end?.answer);
+        expect(t.effects.effects).toBe(8);
+        expect(rerun(t)).toBeLessThanOrEqual(t.kills);
+        expect(t.asked.requests).toBeLessThanOrEqual(clean.asked.requests + t.kills);
+        expect(t.asked.billed).toBeLessThanOrEqual(clean.asked.billed + t.kills * maxCall);
+      }
+      const sum = (f: (t: (typeof runs)[number]) => number) => runs.reduce((s, t) => s + f(t), 0);
+      expect(sum((t) => t.kills)).toBe(20);
+      console.log(
+        `restate ${loop}: 20 kills over ${runs.length} runs; requests ${sum((t) => t.asked.requests)} (uninterrupted ${runs.length * clean.asked.requests}); tool bodies run again ${sum(rerun)}`,
+      );
+    },
+    240_000,
+  );
 });
 
 describe("breakwater/restate: what Restate is handed", () => {
@@ -171,6 +178,19 @@ describe("breakwater/restate: what Restate is handed", () => {
     expect(gap).toBeGreaterThanOrEqual(20_000);
     expect(gap).toBeLessThanOrEqual(31_000);
   }, 90_000);
+
+  it("durableCalls streams live, records the parts, and a replay answers from the journal", async () => {
+    const model = `m-stream-${++n}`;
+    fault.setScript({ rules: [{ model, status: 503, times: 1 }] });
+    const id = await send("aiStream", { model }, `st-${n}`);
+    const end = await output(id, true);
+    expect((end?.answer as unknown as string[]).join("")).toBe(
+      "The fault server says hello, one word at a time.",
+    );
+    expect(asked(model).requests).toBe(2); // the 503 before content retried in the step
+    expect(await send("aiStream", { model }, `st-${n}`)).toBe(id);
+    expect(asked(model).requests).toBe(2);
+  }, 60_000);
 
   it("an open breaker switches to the fallback inside the step", async () => {
     const model = `m-down-${++n}`;
