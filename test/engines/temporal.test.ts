@@ -1,5 +1,6 @@
 import { ApplicationFailure } from "@temporalio/common";
 import { MockActivityEnvironment } from "@temporalio/testing";
+import { bundleWorkflowCode } from "@temporalio/worker";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { CircuitBreaker } from "../../src/core/breaker.ts";
@@ -151,4 +152,14 @@ describe("breakwater/temporal: activities", () => {
     expect(() => activity(async () => 1, { holdMs: -1 })).toThrow(/holdMs/);
     await expect(step("nope" as never)).rejects.toThrow(/a function, or a fallback/);
   });
+
+  it("the RetryPolicy is importable in workflow code: Temporal's own bundler takes it", async () => {
+    const quietLogger = { ...quiet, log() {} };
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: `${import.meta.dirname}/fixtures/temporal-workflows/workflows.ts`,
+      logger: quietLogger as never,
+    });
+    expect(code).toContain("nonRetryableErrorTypes");
+    expect(code).toContain("attempts-exhausted"); // breakwater's final reasons, listed
+  }, 60_000);
 });
