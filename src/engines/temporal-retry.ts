@@ -7,13 +7,15 @@
  * ```ts
  * import { proxyActivities } from "@temporalio/workflow";
  * import { retryPolicy } from "breakwater/temporal/workflow";
- * import type * as activities from "./activities.ts";
  *
- * const { answer } = proxyActivities<typeof activities>({
- *   startToCloseTimeout: "2 minutes",
- *   heartbeatTimeout: "30 seconds",
- *   retry: retryPolicy(), // breakwater's defaults: 3 attempts, Retry-After capped at 30 s
- * });
+ * export async function ask(question: string): Promise<string> {
+ *   const { answer } = proxyActivities<{ answer(q: string): Promise<string> }>({
+ *     startToCloseTimeout: "2 minutes",
+ *     heartbeatTimeout: "30 seconds",
+ *     retry: retryPolicy(), // breakwater's defaults: 3 attempts, Retry-After capped at 30 s
+ *   });
+ *   return answer(question);
+ * }
  * ```
  * @module breakwater/temporal/workflow
  */

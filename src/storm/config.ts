@@ -9,10 +9,11 @@ const STACK = {
   description: opt.str(),
   propagatesCancel: opt.bool(true),
   fallback: opt.bool(false),
+  engine: opt.bool(false),
   create: opt.fn<StormStack["create"]>(),
 };
 
-/** One stack, checked: `{ name, description?, propagatesCancel?, fallback?, create }`. */
+/** One stack, checked: `{ name, description?, propagatesCancel?, fallback?, engine?, create }`. */
 export const stackRule: Rule<StormStack> = (v, at, x) => {
   const s = parseOptions(v, STACK, x, at);
   const name = s.name ?? v.fail(`${at}.name`, undefined, "a non-empty string");
@@ -28,6 +29,7 @@ export const stackRule: Rule<StormStack> = (v, at, x) => {
     description: s.description ?? name,
     propagatesCancel: s.propagatesCancel,
     fallback: s.fallback,
+    ...(s.engine && { engine: true }),
     create,
   };
 };

@@ -26,6 +26,8 @@ export interface StackResult {
   stack: string;
   /** It sends calls to a second provider too (compared with the other such stacks). */
   fallback: boolean;
+  /** Runs inside a durable engine: compared with the other engine rows. */
+  engine?: true;
   logicalCalls: number;
   providerRequests: number;
   /** Provider requests per logical call. */
@@ -237,7 +239,7 @@ export class Metrics implements ProviderMeter {
   }
 
   result(
-    stack: { name: string; fallback?: boolean | undefined },
+    stack: { name: string; fallback?: boolean | undefined; engine?: boolean | undefined },
     prices: Price,
     calm?: readonly number[],
   ): StackResult {
@@ -258,6 +260,7 @@ export class Metrics implements ProviderMeter {
     return {
       stack: stack.name,
       fallback: stack.fallback === true,
+      ...(stack.engine === true && { engine: true }),
       logicalCalls: this.#calls,
       providerRequests: this.#requests,
       amplification: round(this.#calls === 0 ? 0 : this.#requests / this.#calls, 2),

@@ -1,5 +1,5 @@
 import type { StackResult } from "./metrics.ts";
-import { capacityText, columns, FALLBACK_GROUP, grouped } from "./report-text.ts";
+import { capacityText, columns, grouped } from "./report-text.ts";
 import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const COLORS = [
@@ -145,14 +145,15 @@ function legend(results: StackResult[]): string {
 function table(s: ScenarioReport): string {
   const cols = columns(s.scenario.tool !== undefined);
   const head = cols.map((c) => `<th title="${esc(c.help)}">${esc(c.title)}</th>`).join("");
-  const { rows: ordered, split } = grouped(s.results);
+  const { rows: ordered, headings } = grouped(s.results);
   const rows = ordered
     .map((r, i) => {
       const cells = cols.map((c) => esc(c.value(r)));
+      const heading = headings.get(i);
       const group =
-        i === split && split > 0
-          ? `<tr class="group"><th colspan="${cols.length}">${esc(FALLBACK_GROUP)}</th></tr>`
-          : "";
+        heading === undefined
+          ? ""
+          : `<tr class="group"><th colspan="${cols.length}">${esc(heading)}</th></tr>`;
       return `${group}<tr><td>${sample(s.results.indexOf(r))}${cells.join("</td><td>")}</td></tr>`;
     })
     .join("");

@@ -119,19 +119,29 @@ export function capacityText({ scenario, capacityGoodput }: ScenarioReport): str
   return `the provider could answer ${rate} during the trigger`;
 }
 
-/** The heading of the rows that fall back to a second provider: they are compared with
- * each other, not with the rows above them. */
-export const FALLBACK_GROUP = "with a second provider (compare these with each other)";
+/** The headings of the rows compared with each other, not with the rows above them:
+ * those that fall back to a second provider, and those that run inside a durable engine. */
+export const GROUPS = {
+  fallback: "with a second provider (compare these with each other)",
+  engine: "inside a durable engine (compare these with each other)",
+} as const;
 
-/** The results in the report's order: the single-upstream rows, then the fallback rows
- * (`split` is where they start; results.length when there are none). */
+const groupOf = (r: StackResult) => (r.engine ? "engine" : r.fallback ? "fallback" : undefined);
+
+/** The results in the report's order: the single-upstream rows, then the fallback rows,
+ * then the engine rows; `headings` names the row each group starts at. */
 export function grouped(results: readonly StackResult[]): {
   rows: StackResult[];
-  split: number;
+  headings: Map<number, string>;
 } {
-  const rows = [...results.filter((r) => !r.fallback), ...results.filter((r) => r.fallback)];
-  const split = rows.findIndex((r) => r.fallback);
-  return { rows, split: split === -1 ? rows.length : split };
+  const order = [undefined, "fallback", "engine"] as const;
+  const rows = order.flatMap((g) => results.filter((r) => groupOf(r) === g));
+  const headings = new Map<number, string>();
+  rows.forEach((r, i) => {
+    const g = groupOf(r);
+    if (g !== undefined && (i === 0 || groupOf(rows[i - 1]!) !== g)) headings.set(i, GROUPS[g]);
+  });
+  return { rows, headings };
 }
 
 /** One line per column: what it counts. */
@@ -144,7 +154,7 @@ export function textTable(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {
     const { scenario } = s;
-    const { rows: results, split } = grouped(s.results);
+    const { rows: results, headings } = grouped(s.results);
     const cols = columns(scenario.tool !== undefined);
     const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
     const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -160,7 +170,8 @@ export function textTable(report: StormReport): string {
     out.push(`  ${line(rows[0]!)}`);
     out.push(`  ${widths.map((w) => "-".repeat(w)).join("  ")}`);
     rows.slice(1).forEach((row, i) => {
-      if (i === split && split > 0) out.push(`  ${FALLBACK_GROUP}:`);
+      const heading = headings.get(i);
+      if (heading !== undefined) out.push(`  ${heading}:`);
       out.push(`  ${line(row)}`);
     });
     out.push("");
@@ -173,7 +184,7 @@ export function markdownTables(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {
     const { scenario } = s;
-    const { rows: results, split } = grouped(s.results);
+    const { rows: results, headings } = grouped(s.results);
     const cols = columns(scenario.tool !== undefined);
     out.push(
       `**${scenario.name}**: ${scenario.title} (${scenario.source}; ${capacityText(s)})`,
@@ -182,8 +193,8 @@ export function markdownTables(report: StormReport): string {
     out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
     out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
     results.forEach((r, i) => {
-      if (i === split && split > 0)
-        out.push(`| *${FALLBACK_GROUP}* |${" |".repeat(cols.length - 1)}`);
+      const heading = headings.get(i);
+      if (heading !== undefined) out.push(`| *${heading}* |${" |".repeat(cols.length - 1)}`);
       out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
     });
     out.push("");

@@ -1,14 +1,17 @@
 import {
+  durableStep,
   fallback,
   guardTool,
   type Policy,
   type PolicyOptions,
   policy,
   Run,
+  type StepState,
   type Usage,
 } from "../index.ts";
 import { AI_RETRY, AI_RETRY_FALLBACK, aiRetryCall } from "./peers/ai-retry.ts";
 import { AI_SDK } from "./peers/ai-sdk.ts";
+import { RESTATE_RUN, TEMPORAL_ACTIVITY } from "./peers/engines.ts";
 import {
   ASYNC_CALLER_ONCE,
   LANGCHAIN,
@@ -19,7 +22,7 @@ import { type PeerLayer, runLayers } from "./peers/layers.ts";
 import { LiteLLMDeployment, litellmGroupCall, litellmWithFallback } from "./peers/litellm.ts";
 import { NAIVE } from "./peers/naive.ts";
 import { OPENAI_AGENTS, openaiAgentsClient } from "./peers/openai-agents.ts";
-import { OPENAI_NODE } from "./peers/openai-node.ts";
+import { OPENAI_NODE, OPENAI_NODE_7 } from "./peers/openai-node.ts";
 import type { SimRequest, StackClient, StackContext, StormStack, TurnInfo } from "./types.ts";
 
 /**
@@ -365,8 +368,99 @@ export const breakwaterFallback: StormStack = {
   },
 };
 
+/** Temporal's activity retry over the tool decorator: every failure, 1 s doubling to 100 s,
+ * no limit (TEMPORAL_ACTIVITY). */
+const TEMPORAL_TOOL: PolicyOptions = {
+  maxAttempts: Number.POSITIVE_INFINITY,
+  backoff: { baseMs: 1_000, capMs: 100_000, jitter: "none" },
+  budget: false,
+  classify: () => ({ kind: "unknown", retryable: true }),
+};
+
+/** A peer stack inside a durable engine: the model call in `layers` (the engine's outermost),
+ * the tool call in the engine's step retry over W2's decorator. The engine's steps go on
+ * after the user left: nothing the user does reaches them. */
+const inEngine = (ctx: StackContext, layers: readonly PeerLayer[], tool: PolicyOptions[]) =>
+  peerWith(
+    ctx,
+    (request, _signal, loop) =>
+      runLayers(layers, loop, undefined, (s) => ctx.provider.call(request, s)),
+    tool,
+  );
+
+/** Temporal as teams write it: the openai SDK's own retries inside the default activity
+ * policy (unlimited attempts, 1 s doubling to 100 s, every error). */
+export const temporalAsWritten: StormStack = {
+  name: "temporal+openai-sdk",
+  description:
+    "an activity with Temporal's default RetryPolicy (unlimited, 1 s doubling to 100 s) around openai-node 7's 3 attempts",
+  propagatesCancel: false,
+  engine: true,
+  create: (ctx) => inEngine(ctx, [TEMPORAL_ACTIVITY, OPENAI_NODE_7], [TEMPORAL_TOOL]),
+};
+
+/** Restate as its AI guide composes it: the AI SDK's retries over `ctx.run`'s three. */
+export const restateAsWritten: StormStack = {
+  name: "restate+ai-sdk",
+  description:
+    "the AI SDK's 3 attempts over durableCalls' ctx.run with maxRetryAttempts 3 (50 ms doubling): 9 requests a call",
+  propagatesCancel: false,
+  engine: true,
+  create: (ctx) =>
+    inEngine(
+      ctx,
+      [AI_SDK, RESTATE_RUN],
+      [
+        {
+          ...TEMPORAL_TOOL,
+          maxAttempts: 3,
+          backoff: { baseMs: 50, capMs: 10_000, jitter: "none" },
+        },
+      ],
+    ),
+};
+
+/**
+ * breakwater inside a durable engine, through the mapping: each model call a durable step
+ * (`durableStep`, the defaults, a wait past 5 s performed by the engine's timer between
+ * legs), a final give-up ending the step; each turn a Run bounded by the user's patience.
+ */
+export const breakwaterEngine: StormStack = {
+  name: "breakwater+engine",
+  description:
+    "the defaults as durable steps: waits past 5 s in the engine's timer, nothing retried twice",
+  propagatesCancel: true,
+  engine: true,
+  create: (ctx) => {
+    const p = breakwaterPolicy(ctx);
+    const onHeaders = feeding(ctx, p);
+    return {
+      model: async (request, { signal, turn, subagent }) => {
+        const call = { run: runOf(ctx, turn, subagent), ...(signal && { signal }) };
+        let state: StepState | undefined;
+        for (;;) {
+          const leg = await durableStep(
+            p,
+            (a) =>
+              ctx.provider.call(
+                { ...request, onHeaders, onFirstToken: () => a.answering() },
+                a.signal,
+              ),
+            { ...call, state },
+          );
+          if (leg.ok) return leg.value;
+          state = leg.state;
+          await ctx.clock.sleep(leg.waitMs, signal); // the engine's timer
+        }
+      },
+      tool: chargeTool(ctx),
+    };
+  },
+};
+
 /** The built-in stacks the storm compares: those with one upstream, then those that fall
- * back to a second provider (compared with each other). */
+ * back to a second provider, then those inside a durable engine (each group compared
+ * within itself). */
 export const STACKS: readonly StormStack[] = [
   naive,
   openaiSdk,
@@ -382,4 +476,7 @@ export const STACKS: readonly StormStack[] = [
   aiRetryFallback,
   litellmRouterFallback,
   breakwaterFallback,
+  temporalAsWritten,
+  restateAsWritten,
+  breakwaterEngine,
 ];

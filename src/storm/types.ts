@@ -140,6 +140,9 @@ export interface StormStack {
   /** Whether it sends calls to the second provider (`StackContext.fallback`) too: the
    * report compares such stacks with each other, apart from those with one upstream. */
   readonly fallback?: boolean;
+  /** Whether its calls run inside a durable engine's steps (an engine's own retry as the
+   * outer layer): the report compares such stacks with each other. */
+  readonly engine?: boolean;
   /** Builds the stack's client for one simulation. */
   create(context: StackContext): StackClient;
 }

@@ -9,7 +9,9 @@ import { breakwater } from "../../src/storm/stacks.ts";
 import { runStorm } from "../../src/storm/storm.ts";
 import { parseScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { startPostgres, type TestPostgres } from "../fixtures/postgres.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
+import { startRestate, type TestRestate } from "../fixtures/restate.ts";
 import { guidePages } from "./pages.ts";
 
 const run = promisify(execFile);
@@ -89,6 +91,9 @@ function typeErrors(): Map<string, string[]> {
 describe("every TypeScript block in the README and the guide compiles and runs", () => {
   let server: FaultServer;
   let redis: TestRedis;
+  // The durable engines' pages run live: a Restate server and a Postgres for DBOS.
+  let restate: TestRestate;
+  let pg: TestPostgres;
   let errors: Map<string, string[]>;
   // Type-checking every block is CPU-bound: seconds alone, several times that on a machine
   // busy with the rest of the suite.
@@ -97,12 +102,18 @@ describe("every TypeScript block in the README and the guide compiles and runs",
     mkdirSync(DIR, { recursive: true });
     for (const b of BLOCKS) writeFileSync(b.file, `${b.code}\nexport {};\n`);
     errors = typeErrors();
-    server = await startFaultServer();
-    redis = await startRedis();
+    [server, redis, restate, pg] = await Promise.all([
+      startFaultServer(),
+      startRedis(),
+      startRestate(),
+      startPostgres(),
+    ]);
   }, 180_000);
   afterAll(async () => {
     await server?.close();
     await redis?.stop();
+    await restate?.stop();
+    await pg?.stop();
   });
 
   it("every fault script in the README and the guide is one the fault server takes", () => {
@@ -151,6 +162,10 @@ describe("every TypeScript block in the README and the guide compiles and runs",
         GEMINI_API_KEY: "doc-test",
         PAYMENTS_URL: `${server.url}/tools`,
         REDIS_URL: redis.url,
+        RESTATE_ADMIN_URL: restate.admin,
+        RESTATE_INGRESS_URL: restate.ingress,
+        RESTATE_LOGGING: "ERROR",
+        DBOS_SYSTEM_DATABASE_URL: pg.url,
         NODE_NO_WARNINGS: "1",
       };
       const r = await run(process.execPath, ["--conditions=breakwater-source", block.file], {

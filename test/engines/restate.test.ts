@@ -184,7 +184,7 @@ describe("breakwater/restate: what Restate is handed", () => {
     fault.setScript({ rules: [{ model, status: 503, times: 1 }] });
     const id = await send("aiStream", { model }, `st-${n}`);
     const end = await output(id, true);
-    expect((end?.answer as unknown as string[]).join("")).toBe(
+    expect(((end?.answer ?? []) as unknown as string[]).join("")).toBe(
       "The fault server says hello, one word at a time.",
     );
     expect(asked(model).requests).toBe(2); // the 503 before content retried in the step

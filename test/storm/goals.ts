@@ -20,6 +20,7 @@ const PEERS = [
   "litellm-router",
 ];
 const FALLBACK_PEERS = ["langchain-v1+fallback", "ai-retry+fallback", "litellm-router+fallback"];
+const ENGINE_PEERS = ["temporal+openai-sdk", "restate+ai-sdk"];
 const SCENARIOS = [
   "outage-503",
   "tool-deploy",
@@ -107,6 +108,25 @@ export function goalsFor(seeds: number[]) {
         expect(f.fb.refusedAfterTrigger, name).toBeLessThanOrEqual(
           Math.max(0.005, f.lowestRefused),
         );
+      }));
+
+    it("inside a durable engine, against the engines as written: success >= the best's minus 1 point (outage-503: the defaults' own, within 0.5), goodput >= 0.97x, p50 <= 1.25x the best's + 1 s, refused after <= max(0.5%, the lowest's), recovery as the defaults', no double charge, and no more requests than the defaults outside an engine", () =>
+      each((v, name) => {
+        const e = view(report.get(name)!, ENGINE_PEERS);
+        const be = e.get("breakwater+engine");
+        const peers = ENGINE_PEERS.map(e.get);
+        const floor = name === "outage-503" ? v.bw.successRate - 0.005 : e.bestSuccess - 0.01;
+        expect(be.successRate, name).toBeGreaterThanOrEqual(floor);
+        expect(be.goodputDuringTrigger, name).toBeGreaterThanOrEqual(0.97 * e.bestGoodput - 0.05);
+        const fastest = Math.min(...peers.map((r) => r.userWaitS.p50));
+        expect(be.userWaitS.p50, name).toBeLessThanOrEqual(1.25 * fastest + 1);
+        expect(be.refusedAfterTrigger, name).toBeLessThanOrEqual(Math.max(0.005, e.lowestRefused));
+        const r = be.recoveryS ?? Number.POSITIVE_INFINITY;
+        expect(r, name).toBeLessThanOrEqual(
+          name === "degradation" ? e.fastestPeer + 10 : Math.max(10, e.fastestPeer),
+        );
+        expect(be.duplicateSideEffects, name).toBe(0);
+        expect(be.providerRequests, name).toBeLessThanOrEqual(v.bw.providerRequests * 1.01);
       }));
 
     it("hedged first tokens, tail-latency: p99 user wait <= half the best peer's and half breakwater's, for <= 5% more requests and <= 3% more cost", () => {

@@ -6,7 +6,7 @@ import { pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { htmlReport } from "../../src/storm/report-html.ts";
-import { FALLBACK_GROUP } from "../../src/storm/report-text.ts";
+import { GROUPS } from "../../src/storm/report-text.ts";
 import { STACKS } from "../../src/storm/stacks.ts";
 import { runStorm } from "../../src/storm/storm.ts";
 
@@ -100,7 +100,8 @@ describe("the HTML report in real headless Chromium", () => {
       );
       expect(rows).toHaveLength(2 * STACKS.length);
       expect(rows.some((r) => r.startsWith("breakwater"))).toBe(true);
-      // The rows with a second provider come last, under their own heading: like with like.
+      // The rows with a second provider, then those inside a durable engine, come last, each
+      // under its own heading: like with like.
       const tables = await page.$$eval("table tbody", (bodies) =>
         bodies.map((b) =>
           [...b.querySelectorAll("tr")].map((tr) =>
@@ -108,12 +109,15 @@ describe("the HTML report in real headless Chromium", () => {
           ),
         ),
       );
-      const single = STACKS.filter((st) => !st.fallback).map((st) => st.name);
+      const single = STACKS.filter((st) => !st.fallback && !st.engine).map((st) => st.name);
       const fallbacks = STACKS.filter((st) => st.fallback).map((st) => st.name);
-      for (const t of tables) expect(t).toEqual([...single, "|", ...fallbacks]);
+      const engines = STACKS.filter((st) => st.engine).map((st) => st.name);
+      for (const t of tables) expect(t).toEqual([...single, "|", ...fallbacks, "|", ...engines]);
       expect(await page.$$eval("tr.group", (g) => g.map((x) => x.textContent))).toEqual([
-        FALLBACK_GROUP,
-        FALLBACK_GROUP,
+        GROUPS.fallback,
+        GROUPS.engine,
+        GROUPS.fallback,
+        GROUPS.engine,
       ]);
       // Every stack's line has a style of its own (colour and dash).
       const styles = await page.$$eval("ul.legend", (uls) =>

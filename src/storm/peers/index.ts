@@ -1,6 +1,7 @@
 /** The peers' retry loops, one file a peer (what the storm's peer stacks run). */
 export { AI_RETRY, AI_RETRY_FALLBACK, aiRetryCall } from "./ai-retry.ts";
 export { AI_SDK } from "./ai-sdk.ts";
+export { RESTATE_RUN, TEMPORAL_ACTIVITY } from "./engines.ts";
 export {
   ASYNC_CALLER_ONCE,
   LANGCHAIN,
