@@ -42,19 +42,10 @@ export function auditCommand(argv: string[], out: (s: string) => void): number {
       aiSdk: retries("ai-sdk-max-retries", values["ai-sdk-max-retries"]),
     }),
   };
-  const engine = (name: string, min: number) => {
-    const v = values[name as keyof typeof values] as string | undefined;
-    return v === undefined ? undefined : integer(name, v, min, min, 1_000);
-  };
-  const temporal = engine("temporal-maximum-attempts", 0);
-  const restate = engine("restate-max-retry-attempts", 1);
-  const dbos = engine("dbos-max-attempts", 1);
-  const engines = {
-    ...(temporal !== undefined && { temporal: { retry: { maximumAttempts: temporal } } }),
-    ...(restate !== undefined && { restate: { maxRetryAttempts: restate } }),
-    ...(dbos !== undefined && { dbos: { retriesAllowed: true, maxAttempts: dbos } }),
-  };
-  const report = audit(values.layers ? parseLayers(values.layers) : [], { ...engines, ...clients });
+  const report = audit(values.layers ? parseLayers(values.layers) : [], {
+    ...engineFlags(values),
+    ...clients,
+  });
   if (report.layers.length === 0) {
     out(AUDIT_USAGE);
     return 2;
@@ -72,6 +63,22 @@ export function auditCommand(argv: string[], out: (s: string) => void): number {
   );
   for (const w of report.warnings) out(`warning: ${w}`);
   return report.warnings.length > 0 ? 1 : 0;
+}
+
+/** The durable engines' retry settings, from their flags (Temporal's 0: unlimited). */
+function engineFlags(values: Record<string, unknown>) {
+  const engine = (name: string, min: number) => {
+    const v = values[name] as string | undefined;
+    return v === undefined ? undefined : integer(name, v, min, min, 1_000);
+  };
+  const temporal = engine("temporal-maximum-attempts", 0);
+  const restate = engine("restate-max-retry-attempts", 1);
+  const dbos = engine("dbos-max-attempts", 1);
+  return {
+    ...(temporal !== undefined && { temporal: { retry: { maximumAttempts: temporal } } }),
+    ...(restate !== undefined && { restate: { maxRetryAttempts: restate } }),
+    ...(dbos !== undefined && { dbos: { retriesAllowed: true, maxAttempts: dbos } }),
+  };
 }
 
 /** "caller:2,decorator:3,sdk:5" (optionally name:attempts:baseMs) as layers. */

@@ -242,6 +242,13 @@ function outcomeOf(error: unknown): Outcome | BreakwaterError | undefined {
   return undefined;
 }
 
+/** The wait named on the BreakwaterError that `error` is or carries (an adapter may wrap
+ * it in its SDK's class): the backpressure's hint, or a deferred retry's wait. */
+export function waitOf(error: unknown): number | undefined {
+  const o = outcomeOf(error);
+  return isA(o, BreakwaterError) ? o.retryAfterMs : undefined;
+}
+
 /** The ledger of the call that threw `error` (a BreakwaterError or a provider's own). */
 export function ledgerOf(error: unknown): Ledger | undefined {
   return outcomeOf(error)?.ledger;

@@ -1,5 +1,4 @@
-import { BreakwaterError, type GiveUpReason, reasonOf } from "./errors.ts";
-import { isA } from "./safe.ts";
+import { type GiveUpReason, reasonOf, waitOf } from "./errors.ts";
 
 /**
  * What a durable engine does with a call breakwater ended inside one of its steps
@@ -31,7 +30,8 @@ export function handoff(
   maxWaitMs: number,
 ): Handoff {
   const reason = reasonOf(error);
-  const waitMs = isA(error, BreakwaterError) ? error.retryAfterMs : undefined;
+  const waitMs = waitOf(error); // also through an SDK's class that wraps it
+
   if (
     reason !== undefined &&
     WAITS.has(reason) &&

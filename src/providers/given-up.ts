@@ -1,3 +1,4 @@
+import { reasonOf } from "../index.ts";
 import { sayOnce } from "./scope.ts";
 
 /**
@@ -63,7 +64,9 @@ export function askedAgain(a: Ask): { error: unknown } | undefined {
 /** Records a give-up as final for its call; returns the error. */
 export function gaveUpOn(a: Ask, error: unknown): unknown {
   const at = anchor(a.turns);
-  if (at === undefined) return error;
+  // A deferred call is not final: the durable engine that ran it asks again after the wait
+  // (rule 22), and that ask is the call going on, not a layer's retry.
+  if (at === undefined || reasonOf(error) === "deferred") return error;
   const byModel = givenUp.get(at) ?? new Map<unknown, GaveUp>();
   givenUp.set(at, byModel.set(a.model, { error, at: a.now() }));
   return error;

@@ -17,6 +17,9 @@ const COLORS = [
   "#ad494a",
   "#637939",
   "#8c6d31",
+  "#6b6ecf",
+  "#e7969c",
+  "#5254a3",
 ];
 
 const esc = (s: string) =>
@@ -57,6 +60,9 @@ const DASHES = [
   "6 2 1 2",
   "3 3",
   "1 3",
+  "",
+  "8 2 2 2",
+  "5 5",
 ];
 
 const style = (i: number) =>

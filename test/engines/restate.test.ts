@@ -192,6 +192,16 @@ describe("breakwater/restate: what Restate is handed", () => {
     expect(asked(model).requests).toBe(2);
   }, 60_000);
 
+  it("durableCalls hands a Retry-After past 5 s to a ctx.sleep, through the AI SDK's error class", async () => {
+    const model = `m-ra-stream-${++n}`;
+    fault.setScript({ rules: [{ model, status: 429, retryAfter: 6, times: 1 }] });
+    const end = await output(await send("aiStream", { model }, `rs-${n}`), true);
+    expect(((end?.answer ?? []) as unknown as string[]).join("")).toMatch(/^The fault server/);
+    const t = asked(model).t;
+    expect(t.length).toBe(2);
+    expect(t[1]!.at - t[0]!.at).toBeGreaterThanOrEqual(6_000);
+  }, 60_000);
+
   it("an open breaker switches to the fallback inside the step", async () => {
     const model = `m-down-${++n}`;
     const second = `m-up-${n}`;

@@ -61,7 +61,7 @@ async function nodeOf(major: number): Promise<string> {
 const ESM = `
 import * as main from "breakwater";
 import { startFaultServer } from "breakwater/testing";
-for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres", "redis", "otel"])
+for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres", "redis", "otel", "temporal/workflow"])
   await import("breakwater/" + sub);
 const server = await startFaultServer({ script: { rules: [{ requests: [1, 1], status: 503 }] } });
 const p = main.policy({ maxAttempts: 3, backoff: { baseMs: 10, capMs: 20 } });
@@ -94,11 +94,12 @@ import * as sqlite from "breakwater/sqlite";
 import * as postgres from "breakwater/postgres";
 import * as redis from "breakwater/redis";
 import * as storm from "breakwater/storm";
+import { retryPolicy } from "breakwater/temporal/workflow";
 const p = policy({ clock: new VirtualClock(), maxAttempts: 2 });
 const f: Failure = { kind: "timeout", retryable: true };
 const mw = aiSdk.breakwaterMiddleware({ policy: p });
 const fetched: typeof fetch = fetchLayer.guardedFetch({ policy: p });
-export const use = [p, f, reasonOf, callOptions({}), mw, fetched, anthropic, google, langchain, otel, sqlite, postgres, redis, storm];
+export const use = [p, f, reasonOf, callOptions({}), mw, fetched, anthropic, google, langchain, otel, sqlite, postgres, redis, storm, retryPolicy().maximumAttempts];
 `;
 
 /** A user on Node 20 (the system Node here) reaching for the SQLite journal. */

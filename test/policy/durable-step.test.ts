@@ -159,6 +159,12 @@ describe("durableStep", () => {
     expect(reasonOf(e)).toBe("deferred");
     expect((e as BreakwaterError).retryAfterMs).toBeGreaterThanOrEqual(12_000);
     expect(ledgerOf(e)?.attempts.length).toBe(1);
+    // An adapter that hands it on in its SDK's class (the AI SDK's) keeps the wait.
+    const wrapped = Object.assign(new Error("APICallError"), { cause: e, isRetryable: false });
+    expect(handoff(wrapped, clock.now(), Number.POSITIVE_INFINITY, 30_000)).toEqual({
+      reason: "deferred",
+      waitMs: (e as BreakwaterError).retryAfterMs,
+    });
   });
 
   it("a chain switches inside the step; only when no upstream can take the call is the wait the engine's", async () => {
