@@ -23,7 +23,13 @@ function importsOf(path: string, text: string): string[] {
 }
 
 const folder = (path: string) => (path.includes("/") ? path.slice(0, path.indexOf("/")) : path);
-const ENTRIES = new Set(["index.ts", "internal.ts", "testing/index.ts", "storm/index.ts"]);
+const ENTRIES = new Set([
+  "index.ts",
+  "internal.ts",
+  "testing/index.ts",
+  "storm/index.ts",
+  "gateway/gateway.ts",
+]);
 /** The public entry, and the internal one the library's own integrations share. */
 const LIBRARY = (t: string) => t === "index.ts" || t === "internal.ts";
 
@@ -39,6 +45,8 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // The engines' step wrappers: the entries, the AI SDK middleware a Restate handler wraps,
   // and core alone where workflow code must import nothing else (temporal-retry.ts).
   engines: (t) => LIBRARY(t) || ["core", "providers"].includes(folder(t)),
+  // The gateway: the entries and the fetch layer it sends through.
+  gateway: (t) => LIBRARY(t) || folder(t) === "providers",
   otel: LIBRARY,
   redis: LIBRARY,
   testing: (t) => ENTRIES.has(t),

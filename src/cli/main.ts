@@ -4,6 +4,7 @@ import { parse, UsageError } from "./args.ts";
 import { AUDIT_USAGE, auditCommand } from "./audit.ts";
 import { demo } from "./demo.ts";
 import { FAULT_SERVER_USAGE, faultServerCommand } from "./fault-server.ts";
+import { GATEWAY_USAGE, gatewayCommand } from "./gateway.ts";
 import { STORM_USAGE, stormCommand } from "./storm.ts";
 
 const DEMO_USAGE = `usage: breakwater demo
@@ -16,12 +17,15 @@ const USAGE = `usage: breakwater <command> [options]     (breakwater <command> -
 commands:
   storm          simulate an outage and compare retry stacks (the main job)
   fault-server   a fault-injecting LLM provider on loopback
+  gateway        one retry layer for any language, behind one base URL
   audit          multiply the retry layers around a call; flag hidden SDK retries
   demo           a flaky fake model driven by one policy, in virtual time
 
 ${STORM_USAGE}
 
 ${FAULT_SERVER_USAGE}
+
+${GATEWAY_USAGE}
 
 ${AUDIT_USAGE}
 
@@ -50,6 +54,8 @@ async function main(argv: string[]): Promise<number> {
       return stormCommand(rest, out);
     case "fault-server":
       return faultServerCommand(rest, out);
+    case "gateway":
+      return gatewayCommand(rest, out);
     case "audit":
       return auditCommand(rest, out);
     case "demo":

@@ -1,0 +1,176 @@
+import { ConfigError, type PolicyOptions } from "../index.ts";
+import { opt, parseOptions, type Rule, Validator } from "../internal.ts";
+
+/** The wire format a client and an upstream speak. */
+export type Wire = "openai" | "anthropic" | "google";
+export const WIRES: readonly Wire[] = ["openai", "anthropic", "google"];
+
+/** One provider endpoint the gateway calls, with its own key and policy. */
+export interface UpstreamConfig {
+  /** The format it speaks: the clients of a model must speak it too. */
+  wire: Wire;
+  /** Its base URL as its SDK takes it: "https://api.openai.com/v1",
+   * "https://api.anthropic.com", "https://generativelanguage.googleapis.com". */
+  baseUrl: string;
+  /** Its API key: "env:NAME" reads it from the environment (never logged, never returned). */
+  apiKey: string;
+  /** The policy's options for calls to it (`attemptTimeoutMs`, `firstTokenTimeoutMs`,
+   * `maxAttempts`, ...). @default policy()'s defaults */
+  policy?: PolicyOptions;
+}
+
+/** Where a model name goes: an upstream (asked for the same model, or for `model`), or a
+ * chain of them, tried in order when one cannot take the call. */
+export type Target = string | { upstream: string; model?: string };
+export type ModelRoute = Target | Target[];
+
+/** The gateway's configuration file (JSON), every key validated by name. */
+export interface GatewayConfig {
+  /** Where it listens. @default { host: "127.0.0.1", port: 8790 } */
+  listen?: { host?: string; port?: number };
+  /** The keys a client must present (Authorization: Bearer, x-api-key, x-goog-api-key):
+   * "env:NAME" or the key itself. At least one. */
+  keys: string[];
+  upstreams: Record<string, UpstreamConfig>;
+  /** Model names clients ask for, and where each goes; "*" takes any other. */
+  models: Record<string, ModelRoute>;
+  /** Largest request body, in bytes. @default 4 MiB */
+  maxBodyBytes?: number;
+  /** Open client connections at once; more are refused. @default 1024 */
+  maxConnections?: number;
+  /** A stream quiet this long gets an SSE comment, so proxies and clients keep it open.
+   * @default 15000 */
+  keepAliveMs?: number;
+}
+
+/** A configuration read and checked, its keys resolved. */
+export interface Resolved {
+  readonly host: string;
+  readonly port: number;
+  readonly keys: ReadonlySet<string>;
+  readonly upstreams: ReadonlyMap<string, UpstreamConfig & { key: string }>;
+  readonly models: ReadonlyMap<string, readonly { upstream: string; model?: string }[]>;
+  readonly maxBodyBytes: number;
+  readonly maxConnections: number;
+  readonly keepAliveMs: number;
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** "env:NAME" read from `env`, else the value itself. */
+function secret(v: Validator, name: string, x: unknown, env: NodeJS.ProcessEnv): string {
+  const s = v.str(name, x);
+  if (!s.startsWith("env:")) return s;
+  const value = env[s.slice(4)];
+  if (value === undefined || value === "")
+    v.fail(name, `${s} (unset)`, `a key, or "env:NAME" naming a variable that is set`);
+  return value;
+}
+
+const UPSTREAM = {
+  wire: opt.oneOf(WIRES),
+  baseUrl: opt.str({ pattern: /^https?:\/\/[^\s]+$/, allowed: "an http(s) URL" }),
+  apiKey: opt.str(),
+  policy: opt.any<PolicyOptions>(
+    (p) => p !== null && typeof p === "object" && !Array.isArray(p),
+    "policy options ({ maxAttempts, attemptTimeoutMs, ... })",
+  ),
+};
+
+const SPEC = {
+  listen: opt.record({
+    host: opt.str(),
+    port: opt.int({ min: 0, max: 65_535 }),
+  }),
+  keys: opt.list(opt.str()),
+  upstreams: opt.any<Record<string, unknown>>(
+    (x) => x !== null && typeof x === "object" && !Array.isArray(x),
+    "an object of upstreams by name",
+  ),
+  models: opt.any<Record<string, unknown>>(
+    (x) => x !== null && typeof x === "object" && !Array.isArray(x),
+    "an object of model names and where each goes",
+  ),
+  maxBodyBytes: opt.int({ min: 1, default: 4 << 20 }),
+  maxConnections: opt.int({ min: 1, default: 1024 }),
+  keepAliveMs: opt.int({ min: 100, default: 15_000 }),
+} satisfies Record<keyof GatewayConfig, Rule<unknown>>;
+
+/** One model's targets, each an upstream that exists. */
+function route(
+  v: Validator,
+  name: string,
+  x: unknown,
+  ups: ReadonlyMap<string, UpstreamConfig>,
+): { upstream: string; model?: string }[] {
+  const list = Array.isArray(x) ? x : [x];
+  if (list.length === 0)
+    v.fail(name, x, "an upstream's name, { upstream, model }, or a list of them");
+  const out = list.map((t, i) => {
+    const at = Array.isArray(x) ? `${name}[${i}]` : name;
+    const target =
+      typeof t === "string"
+        ? { upstream: t }
+        : parseOptions(v, { upstream: opt.str(), model: opt.str() }, t, at);
+    if (target.upstream === undefined || !ups.has(target.upstream))
+      v.fail(
+        `${at}.upstream`,
+        target.upstream,
+        `one of the upstreams (${[...ups.keys()].join(", ")})`,
+      );
+    return target as { upstream: string; model?: string };
+  });
+  const wires = new Set(out.map((t) => ups.get(t.upstream)!.wire));
+  if (wires.size > 1)
+    v.fail(name, x, "upstreams of one wire format (a client speaks one; no translation)");
+  return out;
+}
+
+/** Reads a configuration (parsed JSON), naming the key and value of anything wrong. */
+export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Resolved {
+  const v = new Validator("gateway config");
+  const o = parseOptions(v, SPEC, input);
+  const host = o.listen?.host ?? "127.0.0.1";
+  if (!LOOPBACK.has(host) && env.BREAKWATER_GATEWAY_PUBLIC !== "1")
+    v.fail(
+      "listen.host",
+      host,
+      'a loopback address ("127.0.0.1", "::1"), or set BREAKWATER_GATEWAY_PUBLIC=1',
+    );
+  const keys = (o.keys ?? []).map((k, i) => secret(v, `keys[${i}]`, k, env));
+  if (keys.length === 0) v.fail("keys", o.keys, "at least one key clients must present");
+  const upstreams = new Map<string, UpstreamConfig & { key: string }>();
+  for (const [name, raw] of Object.entries(
+    o.upstreams ?? v.fail("upstreams", undefined, "an object of upstreams by name"),
+  )) {
+    const u = parseOptions(v, UPSTREAM, raw, `upstreams.${name}`);
+    const need = (k: keyof typeof u) =>
+      u[k] ?? v.fail(`upstreams.${name}.${k}`, undefined, "given");
+    upstreams.set(name, {
+      wire: need("wire") as Wire,
+      baseUrl: (need("baseUrl") as string).replace(/\/+$/, ""),
+      apiKey: "(redacted)",
+      key: secret(v, `upstreams.${name}.apiKey`, need("apiKey"), env),
+      ...(u.policy !== undefined && { policy: u.policy }),
+    });
+  }
+  if (upstreams.size === 0) v.fail("upstreams", o.upstreams, "at least one upstream");
+  const models = new Map<string, { upstream: string; model?: string }[]>();
+  for (const [name, raw] of Object.entries(
+    o.models ?? v.fail("models", undefined, "an object of model routes"),
+  ))
+    models.set(name, route(v, `models.${name}`, raw, upstreams));
+  if (models.size === 0) v.fail("models", o.models, "at least one model");
+  return {
+    host,
+    port: o.listen?.port ?? 8790,
+    keys: new Set(keys),
+    upstreams,
+    models,
+    maxBodyBytes: o.maxBodyBytes,
+    maxConnections: o.maxConnections,
+    keepAliveMs: o.keepAliveMs,
+  };
+}
+
+export { ConfigError };

@@ -1,0 +1,285 @@
+/**
+ * `breakwater gateway`: one retry layer for any language, behind one base URL. An HTTP
+ * server that speaks OpenAI's (chat completions, responses, embeddings), Anthropic's
+ * (messages) and Google's (generateContent) APIs as their SDKs send them, so a Python, Go
+ * or curl client changes only its base URL; each model name goes to an upstream or a chain
+ * of them under the library's policy and its defaults.
+ *
+ * @example
+ * ```ts
+ * import { gateway } from "breakwater/gateway";
+ *
+ * const gw = await gateway({
+ *   listen: { port: 0 },
+ *   keys: ["sk-gateway-test"],
+ *   upstreams: { openai: { wire: "openai", baseUrl: process.env.OPENAI_BASE_URL ?? "https://api.openai.com/v1", apiKey: "env:OPENAI_API_KEY" } },
+ *   models: { "gpt-4o-mini": "openai" },
+ * });
+ * const res = await fetch(`${gw.url}/v1/chat/completions`, {
+ *   method: "POST",
+ *   headers: { authorization: "Bearer sk-gateway-test", "content-type": "application/json" },
+ *   body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+ * });
+ * console.log(res.status, res.headers.get("x-breakwater-attempts"));
+ * await gw.close();
+ * ```
+ * @module breakwater/gateway
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { ConfigError, policy, Run } from "../index.ts";
+import { guardedFetch } from "../providers/fetch.ts";
+import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
+import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
+import { GatewayMetrics } from "./metrics.ts";
+import { costHeaders, headersOf, pipeStream } from "./respond.ts";
+import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
+
+export type { GatewayConfig, ModelRoute, Target, UpstreamConfig, Wire } from "./config.ts";
+
+/** A running gateway. */
+export interface Gateway {
+  /** Where it listens: "http://127.0.0.1:8790". */
+  readonly url: string;
+  readonly metrics: GatewayMetrics;
+  /** Takes a new configuration: calls in flight finish under the one they began with; an
+   * upstream whose settings did not change keeps its policy (its limits, admission,
+   * breaker). Throws, changing nothing, when the new one is not valid. */
+  reload(config: GatewayConfig | unknown): void;
+  /** Stops listening and waits for the calls in flight. */
+  close(): Promise<void>;
+}
+
+/** The configuration in force, with each upstream live. */
+interface State {
+  readonly config: Resolved;
+  readonly upstreams: ReadonlyMap<string, LiveUpstream>;
+}
+
+/** Each upstream with its policy and fetch layer; one unchanged since `prior` keeps its own. */
+function live(config: Resolved, prior: State | undefined): State {
+  const upstreams = new Map<string, LiveUpstream>();
+  for (const [name, u] of config.upstreams) {
+    const was = prior?.upstreams.get(name);
+    const same =
+      was !== undefined &&
+      was.wire === u.wire &&
+      was.baseUrl === u.baseUrl &&
+      was.key === u.key &&
+      JSON.stringify(was.settings) === JSON.stringify(u.policy);
+    if (same) {
+      upstreams.set(name, was);
+      continue;
+    }
+    let p: ReturnType<typeof policy>;
+    try {
+      p = policy(u.policy ?? {});
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new ConfigError("gateway config", `upstreams.${name}.policy`, u.policy, message);
+    }
+    const { policy: settings, ...rest } = u;
+    upstreams.set(name, { ...rest, name, policy: p, settings, fetch: guardedFetch({ policy: p }) });
+  }
+  return { config, upstreams };
+}
+
+/** Reads a request body up to `max` bytes; undefined when it is larger. */
+async function bodyOf(req: IncomingMessage, max: number): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > max) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Answers with an error body in the client's format. */
+function fail(
+  out: ServerResponse,
+  wire: ClientCall["wire"],
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  if (out.headersSent) return void out.end();
+  const body = errorBody(wire, status, code, message);
+  out.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(body)),
+    ...extra,
+  });
+  out.end(body);
+}
+
+const parse = (text: string): Record<string, unknown> | undefined => {
+  try {
+    const j = JSON.parse(text) as unknown;
+    return j !== null && typeof j === "object" && !Array.isArray(j)
+      ? (j as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** The route of a model: its hops (the upstream and the model asked of it), or undefined. */
+function hopsOf(state: State, model: string | undefined): Hop[] | undefined {
+  const route =
+    (model !== undefined && state.config.models.get(model)) || state.config.models.get("*");
+  return route?.map((t) => ({
+    up: state.upstreams.get(t.upstream)!,
+    model: t.model ?? model ?? "",
+  }));
+}
+
+/** One client request, start to end. */
+async function handle(
+  state: State,
+  metrics: GatewayMetrics,
+  req: IncomingMessage,
+  out: ServerResponse,
+) {
+  const url = new URL(req.url ?? "/", "http://gateway");
+  if (req.method === "GET" && url.pathname === "/metrics") {
+    out.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
+    return void out.end(metrics.text());
+  }
+  if (req.method === "GET" && url.pathname === "/health") return void out.end("ok");
+  const wire = wireOfPath(url.pathname);
+  const key = clientKey(req.headers, url.search);
+  if (key === undefined || !state.config.keys.has(key)) {
+    req.resume(); // nothing read, nothing sent upstream
+    metrics.request("", "unauthorized");
+    return fail(out, wire, 401, "invalid_api_key", "the gateway does not know this key");
+  }
+  const text = await bodyOf(req, state.config.maxBodyBytes);
+  if (text === undefined) {
+    out.setHeader("connection", "close");
+    return fail(
+      out,
+      wire,
+      413,
+      "request_too_large",
+      `the body is over ${state.config.maxBodyBytes} bytes`,
+    );
+  }
+  const json = parse(text);
+  const call = readCall(req.method ?? "GET", url.pathname, url.search, text, json);
+  if (call === undefined)
+    return fail(
+      out,
+      wire,
+      404,
+      "unknown_route",
+      `no API here answers ${req.method} ${url.pathname}`,
+    );
+  if (json === undefined && call.wire !== "google")
+    return fail(out, wire, 400, "invalid_json", "the body is not a JSON object");
+  const hops = hopsOf(state, call.model);
+  if (hops === undefined)
+    return fail(
+      out,
+      wire,
+      404,
+      "model_not_found",
+      `the gateway has no route for the model ${JSON.stringify(call.model)}`,
+    );
+  await forward(state, metrics, call, hops, req, out);
+}
+
+/** Sends the call on and hands the client what came back, as it comes. */
+async function forward(
+  state: State,
+  metrics: GatewayMetrics,
+  call: ClientCall,
+  hops: Hop[],
+  req: IncomingMessage,
+  out: ServerResponse,
+) {
+  const model = call.model ?? "";
+  const gone = new AbortController();
+  out.once("close", () => {
+    if (!out.writableFinished) gone.abort(new Error("the client left"));
+  });
+  const run = new Run();
+  let res: Response;
+  try {
+    res = await send(hops, call, req.headers, gone.signal, run);
+  } catch (error) {
+    const r = refusal(error);
+    metrics.request(model, r.reason);
+    metrics.attempts(model, run.stats.attempts);
+    const wait: Record<string, string> =
+      r.retryAfterMs === undefined
+        ? {}
+        : { "retry-after": String(Math.ceil(r.retryAfterMs / 1000)) };
+    const message = error instanceof Error ? error.message : String(error);
+    return fail(out, call.wire, r.status, r.reason, message, {
+      "x-breakwater-reason": r.reason,
+      "x-breakwater-attempts": String(run.stats.attempts),
+      ...wait,
+    });
+  }
+  const streaming =
+    res.body !== null && (res.headers.get("content-type") ?? "").includes("event-stream");
+  if (!streaming) {
+    const body = Buffer.from(await res.arrayBuffer());
+    const reason = res.ok
+      ? "ok"
+      : (res.headers.get("x-breakwater-reason") ?? `status-${res.status}`);
+    metrics.request(model, reason);
+    metrics.attempts(model, run.stats.attempts);
+    out.writeHead(res.status, {
+      ...headersOf(res, run, costHeaders(run)),
+      "content-length": String(body.length),
+    });
+    return void out.end(body);
+  }
+  out.writeHead(res.status, headersOf(res, run));
+  const ended = await pipeStream(res.body!, out, call, state.config.keepAliveMs);
+  metrics.request(model, ended);
+  metrics.attempts(model, run.stats.attempts);
+  const billed = run.billed.inputTokens + run.billed.outputTokens;
+  metrics.tokens(model, billed, run.wasted.inputTokens + run.wasted.outputTokens);
+}
+
+/** Starts a gateway with `config` (validated by name; keys resolved from the environment). */
+export async function gateway(config: GatewayConfig | unknown): Promise<Gateway> {
+  let state = live(resolveConfig(config), undefined);
+  const metrics = new GatewayMetrics();
+  const inFlight = new Set<Promise<void>>();
+  const server: Server = createServer(
+    { maxHeaderSize: 16_384, requestTimeout: 60_000 },
+    (req, out) => {
+      const done = handle(state, metrics, req, out).catch((error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        fail(out, wireOfPath(req.url ?? "/"), 500, "gateway_error", message);
+      });
+      inFlight.add(done);
+      void done.finally(() => inFlight.delete(done));
+    },
+  );
+  server.maxConnections = state.config.maxConnections;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(state.config.port, state.config.host, () => resolve());
+  });
+  const { address, port } = server.address() as AddressInfo;
+  const host = address.includes(":") ? `[${address}]` : address;
+  return {
+    url: `http://${host}:${port}`,
+    metrics,
+    reload(next) {
+      state = live(resolveConfig(next), state);
+      server.maxConnections = state.config.maxConnections;
+    },
+    async close() {
+      await new Promise<void>((r) => server.close(() => r()));
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}

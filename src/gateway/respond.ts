@@ -1,0 +1,89 @@
+import { once } from "node:events";
+import type { ServerResponse } from "node:http";
+import type { Run } from "../index.ts";
+import type { ClientCall } from "./wires.ts";
+import { streamErrorEvent } from "./wires.ts";
+
+/** Headers that describe one hop's connection or its body's coding: never passed on (the
+ * fetch layer decoded the body; this hop frames it anew). */
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "content-length",
+  "content-encoding",
+  "set-cookie",
+  "proxy-authenticate",
+  "upgrade",
+]);
+
+/** The answer's headers for the client, with what the call cost so far. */
+export function headersOf(res: Response, run: Run, extra: Record<string, string> = {}) {
+  const out: Record<string, string> = {};
+  res.headers.forEach((v, k) => {
+    if (!HOP.has(k)) out[k] = v;
+  });
+  out["x-breakwater-attempts"] = String(run.stats.attempts);
+  return { ...out, ...extra };
+}
+
+/** What the call billed, for a JSON answer's headers (a stream's is known only at its end). */
+export function costHeaders(run: Run): Record<string, string> {
+  const billed = run.billed.inputTokens + run.billed.outputTokens;
+  const wasted = run.wasted.inputTokens + run.wasted.outputTokens;
+  return {
+    "x-breakwater-billed-tokens": String(billed),
+    "x-breakwater-wasted-tokens": String(wasted),
+  };
+}
+
+/** Writes `chunk`, waiting for the client to take it when its buffer is full. */
+async function write(out: ServerResponse, chunk: Uint8Array | string): Promise<void> {
+  if (!out.write(chunk)) await Promise.race([once(out, "drain"), once(out, "close")]);
+}
+
+/**
+ * Passes a stream on as it arrives, nothing held back. A quiet stream gets an SSE comment
+ * every `keepAliveMs`; a stream that breaks after content ends with an error event in the
+ * client's format (never `[DONE]`, never a clean end of a cut answer). The client leaving
+ * cancels the upstream's.
+ */
+export async function pipeStream(
+  body: ReadableStream<Uint8Array>,
+  out: ServerResponse,
+  call: ClientCall,
+  keepAliveMs: number,
+): Promise<"ok" | "stream-interrupted" | "left"> {
+  const reader = body.getReader();
+  let last = Date.now();
+  const timer = setInterval(
+    () => {
+      if (Date.now() - last >= keepAliveMs && !out.writableEnded) {
+        out.write(": keep-alive\n\n");
+        last = Date.now();
+      }
+    },
+    Math.max(50, Math.floor(keepAliveMs / 2)),
+  );
+  timer.unref();
+  const left = () => reader.cancel().catch(() => {});
+  out.once("close", left);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return "ok";
+      if (out.destroyed) return "left";
+      last = Date.now();
+      await write(out, value);
+    }
+  } catch (error) {
+    if (out.destroyed) return "left";
+    const message = error instanceof Error ? error.message : String(error);
+    out.write(streamErrorEvent(call.wire, call.operation, "stream-interrupted", message));
+    return "stream-interrupted";
+  } finally {
+    clearInterval(timer);
+    out.off("close", left);
+    if (!out.writableEnded) out.end();
+  }
+}

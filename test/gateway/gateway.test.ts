@@ -1,0 +1,351 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/core/validate.ts";
+import { type Gateway, gateway } from "../../src/gateway/gateway.ts";
+import type { FaultScript } from "../../src/testing/fault-server/script.ts";
+import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+
+// The gateway with the official SDKs and curl as clients, the fault server as every
+// upstream: each failure behaves as the library's rules say, in the client's own format.
+const run = promisify(execFile);
+const KEY = "sk-gateway-test";
+const UP_KEY = "sk-upstream-secret-0000";
+const FAST = { backoff: { baseMs: 10, capMs: 40, rateLimitBaseMs: 20 } };
+let primary: FaultServer;
+let backup: FaultServer;
+let gw: Gateway;
+
+beforeAll(async () => {
+  [primary, backup] = await Promise.all([startFaultServer(), startFaultServer()]);
+  process.env.BW_TEST_UPSTREAM_KEY = UP_KEY;
+  gw = await gateway({
+    listen: { port: 0 },
+    keys: [KEY],
+    upstreams: {
+      openai: {
+        wire: "openai",
+        baseUrl: `${primary.url}/v1`,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+      },
+      backup: {
+        wire: "openai",
+        baseUrl: `${backup.url}/v1`,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+      },
+      slow: {
+        wire: "openai",
+        baseUrl: `${primary.url}/v1`,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: { ...FAST, attemptTimeoutMs: 300, firstTokenTimeoutMs: 300, idleTimeoutMs: 300 },
+      },
+      anthropic: {
+        wire: "anthropic",
+        baseUrl: primary.url,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+      },
+      google: {
+        wire: "google",
+        baseUrl: primary.url,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+      },
+    },
+    models: {
+      "gpt-4o-mini": "openai",
+      chained: ["openai", "backup"],
+      "slow-chained": ["slow", { upstream: "backup", model: "backup-model" }],
+      slow: "slow",
+      "claude-sonnet": "anthropic",
+      "gemini-flash": "google",
+    },
+    keepAliveMs: 200,
+  });
+}, 30_000);
+afterAll(async () => {
+  await gw?.close();
+  await primary?.close();
+  await backup?.close();
+});
+beforeEach(() => {
+  for (const s of [primary, backup]) {
+    s.setScript({});
+    s.resetStats();
+  }
+});
+
+const openai = () => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY, maxRetries: 0 });
+const ask = (model = "gpt-4o-mini") => ({
+  model,
+  messages: [{ role: "user" as const, content: "hi" }],
+});
+const HELLO = "The fault server says hello, one word at a time.";
+const sent = (s: FaultServer) => s.stats().requests;
+const script = (s: FaultScript) => primary.setScript(s);
+
+describe("gateway: JSON calls through the official openai client", () => {
+  it("a 500 once and a 429 with Retry-After are retried inside: one answer, the attempts said", async () => {
+    script({
+      rules: [
+        { requests: [1, 1], status: 500 },
+        { requests: [2, 2], status: 429, retryAfterMs: 50 },
+      ],
+    });
+    const r = await openai().chat.completions.create(ask()).withResponse();
+    expect(r.data.choices[0]?.message.content).toBe(HELLO);
+    expect(r.response.headers.get("x-breakwater-attempts")).toBe("3");
+    expect(Number(r.response.headers.get("x-breakwater-billed-tokens"))).toBeGreaterThan(0);
+    expect(sent(primary)).toBe(3);
+  });
+
+  it("a 429 without Retry-After, a reset before headers: retried", async () => {
+    script({
+      rules: [
+        { requests: [1, 1], status: 429 },
+        { requests: [2, 2], reset: true },
+      ],
+    });
+    const r = await openai().chat.completions.create(ask());
+    expect(r.choices[0]?.message.content).toBe(HELLO);
+    expect(sent(primary)).toBe(3);
+  });
+
+  it("a persistent 503: the policy's 3 attempts, then the provider's own 503 in the SDK's class", async () => {
+    script({ rules: [{ status: 503 }] });
+    const e = await openai()
+      .chat.completions.create(ask())
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.InternalServerError);
+    expect((e as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect(sent(primary)).toBe(3);
+  });
+
+  it("a context-length 400 is sent once and handed on as the provider said it", async () => {
+    script({ rules: [{ status: 400, error: "context_length" }] });
+    const e = await openai()
+      .chat.completions.create(ask())
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((e as { code?: string }).code).toBe("context_length_exceeded");
+    expect(sent(primary)).toBe(1);
+  });
+
+  it("an upstream that never answers: its attempts time out, the gateway says 504 and why", async () => {
+    script({ rules: [{ headersDelayMs: 10_000 }] });
+    const r = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(ask("slow")),
+    });
+    expect(r.status).toBe(504);
+    expect(r.headers.get("x-breakwater-reason")).toBe("attempt-timeout");
+    expect(((await r.json()) as { error: { code: string } }).error.code).toBe("attempt-timeout");
+  });
+
+  it("a chain: the primary's overload moves the call to the next upstream at once", async () => {
+    script({ rules: [{ status: 503 }] });
+    const r = await openai().chat.completions.create(ask("chained"));
+    expect(r.choices[0]?.message.content).toBe(HELLO);
+    expect(sent(primary)).toBe(1);
+    expect(sent(backup)).toBe(1);
+  });
+
+  it("a chain whose every upstream fails hands the client the last provider's own answer", async () => {
+    script({ rules: [{ status: 503 }] });
+    backup.setScript({ rules: [{ status: 503 }] });
+    const e = await openai()
+      .chat.completions.create(ask("chained"))
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.InternalServerError);
+    expect((e as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect(sent(primary) + sent(backup)).toBeLessThanOrEqual(6); // the chain's cap: 3 + 3
+  });
+
+  it("a 20 s first token: the chain moves on at the first timeout, asking the next for its own model", async () => {
+    script({ rules: [{ headersDelayMs: 20_000 }] });
+    const t0 = Date.now();
+    const s = await openai().chat.completions.create({ ...ask("slow-chained"), stream: true });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(HELLO);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(backup.stats().timeline.map((a) => a.model)).toEqual(["backup-model"]);
+  });
+});
+
+describe("gateway: streams", () => {
+  it("passes a stream through as it comes; the SDK reads it whole", async () => {
+    const s = await openai().chat.completions.create({ ...ask(), stream: true });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(HELLO);
+  });
+
+  it("a failure before content is retried unseen", async () => {
+    script({ rules: [{ requests: [1, 1], stream: { after: 0, action: "error" } }] });
+    const s = await openai().chat.completions.create({ ...ask(), stream: true });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(HELLO);
+    expect(sent(primary)).toBe(2);
+  });
+
+  it("a cut after content ends with an error event, never [DONE]: the SDK raises, curl sees it", async () => {
+    script({ rules: [{ stream: { after: 3, action: "cut" } }] });
+    const s = await openai().chat.completions.create({ ...ask(), stream: true });
+    let text = "";
+    const e = await (async () => {
+      for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    })().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.APIError);
+    expect(text.length).toBeGreaterThan(0);
+    expect(sent(primary)).toBe(1); // never replayed
+    const { stdout } = await run("curl", [
+      "-sN",
+      `${gw.url}/v1/chat/completions`,
+      "-H",
+      `Authorization: Bearer ${KEY}`,
+      "-H",
+      "content-type: application/json",
+      "-d",
+      JSON.stringify({ ...ask(), stream: true }),
+    ]);
+    expect(stdout).toMatch(/data: \{"error":\{"message":.*"code":"stream-interrupted"/);
+    expect(stdout).not.toContain("[DONE]");
+  });
+
+  it("a stall after content: the idle timeout ends it with an error event; a quiet stream gets keep-alives", async () => {
+    script({ rules: [{ stream: { after: 2, action: "stall" } }] });
+    const { stdout } = await run("curl", [
+      "-sN",
+      `${gw.url}/v1/chat/completions`,
+      "-H",
+      `Authorization: Bearer ${KEY}`,
+      "-H",
+      "content-type: application/json",
+      "-d",
+      JSON.stringify({ ...ask("slow"), stream: true }),
+    ]);
+    expect(stdout).toContain('"code":"stream-interrupted"');
+    expect(stdout).not.toContain("[DONE]");
+  });
+
+  it("a malformed event after content ends the stream with an error, nothing replayed", async () => {
+    script({ rules: [{ stream: { after: 2, action: "garbage" } }] });
+    const s = await openai().chat.completions.create({ ...ask(), stream: true });
+    const e = await (async () => {
+      for await (const _ of s);
+    })().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(Error);
+    expect(sent(primary)).toBe(1);
+  });
+});
+
+describe("gateway: the Anthropic and Google clients", () => {
+  it("Anthropic's SDK: an overload retried, then the answer, JSON and streamed", async () => {
+    script({ rules: [{ requests: [1, 1], status: 529 }] });
+    const client = new Anthropic({ baseURL: gw.url, apiKey: KEY, maxRetries: 0 });
+    const m = await client.messages.create({
+      model: "claude-sonnet",
+      max_tokens: 100,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(m.content[0]?.type === "text" && m.content[0].text).toBe(HELLO);
+    const s = client.messages.stream({
+      model: "claude-sonnet",
+      max_tokens: 100,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(await s.finalText()).toBe(HELLO);
+    expect(sent(primary)).toBe(3);
+  });
+
+  it("Google's SDK: a 503 retried, then the answer", async () => {
+    script({ rules: [{ requests: [1, 1], status: 503 }] });
+    const client = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gw.url } });
+    const r = await client.models.generateContent({ model: "gemini-flash", contents: "hi" });
+    expect(r.text).toBe(HELLO);
+    expect(sent(primary)).toBe(2);
+  });
+});
+
+describe("gateway: nobody in who does not belong", () => {
+  const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+    fetch(`${gw.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
+    });
+
+  it("no key, or a wrong one: 401 in the client's format, nothing sent upstream", async () => {
+    const e = await new OpenAI({
+      baseURL: `${gw.url}/v1`,
+      apiKey: "sk-wrong",
+      maxRetries: 0,
+    }).chat.completions
+      .create(ask())
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.AuthenticationError);
+    const a = await post("/v1/messages", JSON.stringify({ model: "claude-sonnet" }));
+    expect(a.status).toBe(401);
+    expect(await a.json()).toMatchObject({
+      type: "error",
+      error: { type: "authentication_error" },
+    });
+    expect(sent(primary)).toBe(0);
+  });
+
+  it("never returns or says the upstream's key", async () => {
+    script({ rules: [{ status: 401, error: "auth" }] });
+    const r = await post("/v1/chat/completions", JSON.stringify(ask()), {
+      authorization: `Bearer ${KEY}`,
+    });
+    const all = `${[...r.headers].join("\n")}\n${await r.text()}\n${await (await fetch(`${gw.url}/metrics`)).text()}`;
+    expect(all).not.toContain(UP_KEY);
+  });
+
+  it("hostile input gets a 4xx in the client's format: not JSON, too large, an unknown model or path", async () => {
+    const auth = { authorization: `Bearer ${KEY}` };
+    expect((await post("/v1/chat/completions", "{not json", auth)).status).toBe(400);
+    expect(
+      (await post("/v1/chat/completions", JSON.stringify({ x: "y".repeat(5 << 20) }), auth)).status,
+    ).toBe(413);
+    const unknown = await post("/v1/chat/completions", JSON.stringify(ask("no-such-model")), auth);
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe(
+      "model_not_found",
+    );
+    expect((await post("/v1/files", "{}", auth)).status).toBe(404);
+    expect(sent(primary)).toBe(0);
+  });
+
+  it("validates its configuration by name: a missing key, a public address, an unknown upstream", async () => {
+    const base = {
+      keys: [KEY],
+      upstreams: { u: { wire: "openai", baseUrl: "http://127.0.0.1:1/v1", apiKey: "k" } },
+      models: { m: "u" },
+    };
+    await expect(gateway({ ...base, keys: ["env:BW_NO_SUCH_VARIABLE"] })).rejects.toThrow(
+      /keys\[0\]/,
+    );
+    await expect(gateway({ ...base, listen: { host: "0.0.0.0" } })).rejects.toThrow(/listen.host/);
+    await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(ConfigError);
+    await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(/models.m.upstream/);
+    await expect(gateway({ ...base, extra: 1 })).rejects.toThrow(/"extra"/);
+  });
+
+  it("counts on /metrics: requests by model and outcome, attempts, tokens", async () => {
+    await openai().chat.completions.create(ask());
+    const text = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(text).toMatch(
+      /breakwater_gateway_requests_total\{model="gpt-4o-mini",outcome="ok"\} \d+/,
+    );
+    expect(text).toMatch(/breakwater_gateway_attempts_total\{model="gpt-4o-mini"\} \d+/);
+  });
+});
