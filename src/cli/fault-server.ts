@@ -88,15 +88,28 @@ export function sdkEnv(url: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 }
 
 /** Runs `command` against the listening server (no race: it is up before the command
- * starts), then closes it; the command's exit code is ours (a signal: 128 + its number). */
-async function runBeside(server: FaultServer, [file, ...args]: string[]): Promise<number> {
-  const child = spawn(file!, args, { stdio: "inherit", env: sdkEnv(server.url, process.env) });
+ * starts), then closes it; the command's exit code is ours. */
+async function runBeside(server: FaultServer, command: string[]): Promise<number> {
+  try {
+    return await runCommand("fault-server", command, sdkEnv(server.url, process.env));
+  } finally {
+    await server.close();
+  }
+}
+
+/** Runs `command` with `env`, signals passed on; its exit code (a signal: 128 + its number). */
+export async function runCommand(
+  owner: string,
+  [file, ...args]: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const child = spawn(file!, args, { stdio: "inherit", env });
   const forward = (signal: NodeJS.Signals) => child.kill(signal);
   process.on("SIGINT", forward).on("SIGTERM", forward);
   try {
     return await new Promise<number>((resolve, reject) => {
       child.once("error", (error) =>
-        reject(new UsageError(`fault-server: cannot run ${file}: ${error.message}`)),
+        reject(new UsageError(`${owner}: cannot run ${file}: ${error.message}`)),
       );
       child.once("exit", (code, signal) =>
         resolve(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0)),
@@ -104,7 +117,6 @@ async function runBeside(server: FaultServer, [file, ...args]: string[]): Promis
     });
   } finally {
     process.off("SIGINT", forward).off("SIGTERM", forward);
-    await server.close();
   }
 }
 

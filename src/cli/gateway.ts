@@ -1,13 +1,18 @@
 import { type Gateway, gateway } from "../gateway/gateway.ts";
 import { integer, parse, readNamed, UsageError } from "./args.ts";
+import { runCommand } from "./fault-server.ts";
 
-export const GATEWAY_USAGE = `usage: breakwater gateway --config gateway.json [--port N]
+export const GATEWAY_USAGE = `usage: breakwater gateway --config gateway.json [--port N] [-- command ...]
 
 One retry layer for any language, behind one base URL: an HTTP server that speaks OpenAI's,
 Anthropic's and Google's APIs as their SDKs send them, each model name routed to an upstream
 (or a chain of them) under breakwater's policy. Point a client's base URL at it
 (http://127.0.0.1:8790/v1 for OpenAI's SDKs) with one of the config's keys.
 SIGHUP reloads the config without dropping calls; GET /metrics for Prometheus.
+
+With "-- command ...", it runs the command once it listens, the SDKs' base URLs pointed at
+it with the config's first key (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL,
+their keys, and BREAKWATER_GATEWAY_URL), and stops when the command ends, with its code.
 
   --config file.json  listen, keys, upstreams and models (docs/gateway.md); keys as "env:NAME"
   --port N            overrides listen.port`;
@@ -28,7 +33,11 @@ async function readConfig(file: string, port: number | undefined): Promise<unkno
 
 /** Runs the gateway until SIGINT/SIGTERM; SIGHUP reads the config again. */
 export async function gatewayCommand(argv: string[], out: (s: string) => void): Promise<number> {
-  const values = parse("gateway", argv, {
+  const dash = argv.indexOf("--");
+  const command = dash === -1 ? [] : argv.slice(dash + 1);
+  if (dash !== -1 && command.length === 0)
+    throw new UsageError("gateway: -- names no command (write -- node file.mjs)");
+  const values = parse("gateway", dash === -1 ? argv : argv.slice(0, dash), {
     config: { type: "string" },
     port: { type: "string" },
     help: { type: "boolean", short: "h" },
@@ -51,6 +60,13 @@ export async function gatewayCommand(argv: string[], out: (s: string) => void): 
         (error: unknown) =>
           out(`gateway: kept the config in force; ${file}: ${(error as Error).message}`),
       );
+  if (command.length > 0) {
+    try {
+      return await runCommand("gateway", command, clientEnv(gw.url, await readConfig(file, port)));
+    } finally {
+      await gw.close();
+    }
+  }
   process.on("SIGHUP", reload);
   const stopped = new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
@@ -61,4 +77,20 @@ export async function gatewayCommand(argv: string[], out: (s: string) => void): 
   process.off("SIGHUP", reload);
   await gw.close();
   return 0;
+}
+
+/** The environment that points each SDK at the gateway, with the config's first key. */
+function clientEnv(url: string, config: unknown): NodeJS.ProcessEnv {
+  const first = String((config as { keys?: unknown[] }).keys?.[0] ?? "");
+  const key = first.startsWith("env:") ? (process.env[first.slice(4)] ?? "") : first;
+  return {
+    ...process.env,
+    BREAKWATER_GATEWAY_URL: url,
+    OPENAI_BASE_URL: `${url}/v1`,
+    ANTHROPIC_BASE_URL: url,
+    GOOGLE_GEMINI_BASE_URL: url,
+    OPENAI_API_KEY: key,
+    ANTHROPIC_API_KEY: key,
+    GEMINI_API_KEY: key,
+  };
 }

@@ -10,7 +10,8 @@ export interface UpstreamConfig {
   /** The format it speaks: the clients of a model must speak it too. */
   wire: Wire;
   /** Its base URL as its SDK takes it: "https://api.openai.com/v1",
-   * "https://api.anthropic.com", "https://generativelanguage.googleapis.com". */
+   * "https://api.anthropic.com", "https://generativelanguage.googleapis.com"; or
+   * "env:NAME" to read it from the environment. */
   baseUrl: string;
   /** Its API key: "env:NAME" reads it from the environment (never logged, never returned). */
   apiKey: string;
@@ -19,9 +20,11 @@ export interface UpstreamConfig {
   policy?: PolicyOptions;
 }
 
-/** Where a model name goes: an upstream (asked for the same model, or for `model`), or a
- * chain of them, tried in order when one cannot take the call. */
+/** One upstream a model goes to: its name (asked for the same model), or the name and the
+ * model asked of it there. */
 export type Target = string | { upstream: string; model?: string };
+/** Where a model name goes: a target, or a chain of them tried in order when one cannot
+ * take the call now (`fallback`'s rules). */
 export type ModelRoute = Target | Target[];
 
 /** The gateway's configuration file (JSON), every key validated by name. */
@@ -58,18 +61,27 @@ export interface Resolved {
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 
 /** "env:NAME" read from `env`, else the value itself. */
-function secret(v: Validator, name: string, x: unknown, env: NodeJS.ProcessEnv): string {
+function secret(
+  v: Validator,
+  name: string,
+  x: unknown,
+  env: NodeJS.ProcessEnv,
+  what = "a key",
+): string {
   const s = v.str(name, x);
   if (!s.startsWith("env:")) return s;
   const value = env[s.slice(4)];
   if (value === undefined || value === "")
-    v.fail(name, `${s} (unset)`, `a key, or "env:NAME" naming a variable that is set`);
+    v.fail(name, `${s} (unset)`, `${what}, or "env:NAME" naming a variable that is set`);
   return value;
 }
 
 const UPSTREAM = {
   wire: opt.oneOf(WIRES),
-  baseUrl: opt.str({ pattern: /^https?:\/\/[^\s]+$/, allowed: "an http(s) URL" }),
+  baseUrl: opt.str({
+    pattern: /^(https?:\/\/[^\s]+|env:\w+)$/,
+    allowed: 'an http(s) URL, or "env:NAME"',
+  }),
   apiKey: opt.str(),
   policy: opt.any<PolicyOptions>(
     (p) => p !== null && typeof p === "object" && !Array.isArray(p),
@@ -146,9 +158,12 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
     const u = parseOptions(v, UPSTREAM, raw, `upstreams.${name}`);
     const need = (k: keyof typeof u) =>
       u[k] ?? v.fail(`upstreams.${name}.${k}`, undefined, "given");
+    const baseUrl = secret(v, `upstreams.${name}.baseUrl`, need("baseUrl"), env, "a URL");
+    if (!/^https?:\/\/\S+$/.test(baseUrl))
+      v.fail(`upstreams.${name}.baseUrl`, baseUrl, "an http(s) URL");
     upstreams.set(name, {
       wire: need("wire") as Wire,
-      baseUrl: (need("baseUrl") as string).replace(/\/+$/, ""),
+      baseUrl: baseUrl.replace(/\/+$/, ""),
       apiKey: "(redacted)",
       key: secret(v, `upstreams.${name}.apiKey`, need("apiKey"), env),
       ...(u.policy !== undefined && { policy: u.policy }),

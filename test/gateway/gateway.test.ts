@@ -8,6 +8,7 @@ import { ConfigError } from "../../src/core/validate.ts";
 import { type Gateway, gateway } from "../../src/gateway/gateway.ts";
 import type { FaultScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
+import { pythonWithOpenai } from "../fixtures/python.ts";
 
 // The gateway with the official SDKs and curl as clients, the fault server as every
 // upstream: each failure behaves as the library's rules say, in the client's own format.
@@ -273,6 +274,34 @@ describe("gateway: the Anthropic and Google clients", () => {
     expect(r.text).toBe(HELLO);
     expect(sent(primary)).toBe(2);
   });
+});
+
+describe("gateway: the official openai Python SDK as the client", () => {
+  it("a 503 retried in the gateway, then the answer; a stream cut after content raises in Python", async () => {
+    const python = await pythonWithOpenai();
+    const code = `
+import openai, sys
+c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key=sys.argv[2], max_retries=0)
+r = c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+print(r.choices[0].message.content)
+try:
+    text = ""
+    for chunk in c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True):
+        text += chunk.choices[0].delta.content or "" if chunk.choices else ""
+    print("ended cleanly:", text)
+except openai.APIError as e:
+    print("raised:", type(e).__name__)
+`;
+    script({
+      rules: [
+        { requests: [1, 1], status: 503 },
+        { requests: [3, 3], stream: { after: 3, action: "cut" } },
+      ],
+    });
+    const { stdout } = await run(python, ["-c", code, gw.url, KEY], { timeout: 60_000 });
+    expect(stdout).toBe(`${HELLO}\nraised: APIError\n`);
+    expect(sent(primary)).toBe(3);
+  }, 300_000);
 });
 
 describe("gateway: nobody in who does not belong", () => {

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FaultScript } from "../../src/testing/fault-server/script.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 import { namedBlocks } from "../docs/pages.ts";
+import { freePort } from "../fixtures/ports.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
 
 const run = promisify(execFile);
@@ -61,7 +62,7 @@ async function nodeOf(major: number): Promise<string> {
 const ESM = `
 import * as main from "breakwater";
 import { startFaultServer } from "breakwater/testing";
-for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres", "redis", "otel", "temporal/workflow"])
+for (const sub of ["openai", "anthropic", "google", "ai-sdk", "langchain", "fetch", "storm", "sqlite", "postgres", "redis", "otel", "temporal/workflow", "gateway"])
   await import("breakwater/" + sub);
 const server = await startFaultServer({ script: { rules: [{ requests: [1, 1], status: 503 }] } });
 const p = main.policy({ maxAttempts: 3, backoff: { baseMs: 10, capMs: 20 } });
@@ -95,11 +96,12 @@ import * as postgres from "breakwater/postgres";
 import * as redis from "breakwater/redis";
 import * as storm from "breakwater/storm";
 import { retryPolicy } from "breakwater/temporal/workflow";
+import { gateway } from "breakwater/gateway";
 const p = policy({ clock: new VirtualClock(), maxAttempts: 2 });
 const f: Failure = { kind: "timeout", retryable: true };
 const mw = aiSdk.breakwaterMiddleware({ policy: p });
 const fetched: typeof fetch = fetchLayer.guardedFetch({ policy: p });
-export const use = [p, f, reasonOf, callOptions({}), mw, fetched, anthropic, google, langchain, otel, sqlite, postgres, redis, storm, retryPolicy().maximumAttempts];
+export const use = [p, f, reasonOf, callOptions({}), mw, fetched, anthropic, google, langchain, otel, sqlite, postgres, redis, storm, retryPolicy().maximumAttempts, gateway];
 `;
 
 /** A user on Node 20 (the system Node here) reaching for the SQLite journal. */
@@ -279,6 +281,33 @@ describe("the packed package, in a fresh `npm init -y` project, as the README sa
       });
       expect(r.stdout).toMatch(
         /^attempt 1: overloaded, retrying in \d+ ms\nattempt 2: overloaded, retrying in \d+ ms\nThe fault server says hello, one word at a time\.\n$/,
+      );
+    },
+  );
+
+  it.each(NODES)(
+    "%s: the gateway's quickstart as docs/gateway.md has it: fault server, gateway, curl, one line",
+    { timeout: 60_000 },
+    async (_, bin) => {
+      const page = readFileSync(join(ROOT, "docs/gateway.md"), "utf8");
+      const config = /## Quickstart[\s\S]*?^```jsonc\n([\s\S]*?)^```/m.exec(page)?.[1];
+      const line = /^```sh\n(npx breakwater fault-server [^\n]*)\n```/m.exec(page)?.[1];
+      expect(line).toMatch(/-- curl -s http:\/\/127\.0\.0\.1:8790\//);
+      writeFileSync(join(dir, "gateway.json"), config!);
+      // Free ports: 8787 and 8790 may be taken on a machine running the suite twice.
+      const port = await freePort();
+      const command = line!
+        .replace("fault-server", "fault-server --port 0")
+        .replace("--config gateway.json", `--config gateway.json --port ${port}`)
+        .replace("127.0.0.1:8790", `127.0.0.1:${port}`);
+      const r = await run("sh", ["-c", command], {
+        cwd: dir,
+        timeout: 60_000,
+        env: { PATH: `${dirname(bin())}:${process.env.PATH}`, HOME: process.env.HOME },
+      });
+      const answer = JSON.parse(r.stdout) as { choices: { message: { content: string } }[] };
+      expect(answer.choices[0]?.message.content).toBe(
+        "The fault server says hello, one word at a time.",
       );
     },
   );
