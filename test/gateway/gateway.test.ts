@@ -351,6 +351,9 @@ describe("gateway: nobody in who does not belong", () => {
       "model_not_found",
     );
     expect((await post("/v1/files", "{}", auth)).status).toBe(404);
+    expect(
+      (await post("/v1/chat/completions", "{}", { ...auth, "x-big": "z".repeat(20_000) })).status,
+    ).toBe(431);
     expect(sent(primary)).toBe(0);
   });
 
