@@ -45,8 +45,8 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // The engines' step wrappers: the entries, the AI SDK middleware a Restate handler wraps,
   // and core alone where workflow code must import nothing else (temporal-retry.ts).
   engines: (t) => LIBRARY(t) || ["core", "providers"].includes(folder(t)),
-  // The gateway: the entries and the fetch layer it sends through.
-  gateway: (t) => LIBRARY(t) || folder(t) === "providers",
+  // The gateway: the entries, the fetch layer it sends through, a fleet's shared state.
+  gateway: (t) => LIBRARY(t) || ["providers", "redis"].includes(folder(t)),
   otel: LIBRARY,
   redis: LIBRARY,
   testing: (t) => ENTRIES.has(t),

@@ -44,6 +44,10 @@ export interface GatewayConfig {
   /** A stream quiet this long gets an SSE comment, so proxies and clients keep it open.
    * @default 15000 */
   keepAliveMs?: number;
+  /** A fleet of gateways sharing each upstream's admission, retry budget and breaker
+   * through one Redis (`sharedState()`; needs the `redis` package): `redis` is its URL or
+   * "env:NAME". Read at start: a reload keeps the fleet it started with. */
+  fleet?: { redis: string; prefix?: string; syncMs?: number };
 }
 
 /** A configuration read and checked, its keys resolved. */
@@ -56,6 +60,9 @@ export interface Resolved {
   readonly maxBodyBytes: number;
   readonly maxConnections: number;
   readonly keepAliveMs: number;
+  readonly fleet:
+    | { readonly redis: string; readonly prefix: string; readonly syncMs: number }
+    | undefined;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -106,6 +113,11 @@ const SPEC = {
   maxBodyBytes: opt.int({ min: 1, default: 4 << 20 }),
   maxConnections: opt.int({ min: 1, default: 1024 }),
   keepAliveMs: opt.int({ min: 100, default: 15_000 }),
+  fleet: opt.record({
+    redis: opt.str(),
+    prefix: opt.str({ pattern: /^[\w:.-]+$/, allowed: "letters, digits and _ : . -" }),
+    syncMs: opt.int({ min: 10, max: 60_000 }),
+  }),
 } satisfies Record<keyof GatewayConfig, Rule<unknown>>;
 
 /** One model's targets, each an upstream that exists. */
@@ -176,7 +188,22 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
   ))
     models.set(name, route(v, `models.${name}`, raw, upstreams));
   if (models.size === 0) v.fail("models", o.models, "at least one model");
+  const fleet =
+    o.fleet === undefined
+      ? undefined
+      : {
+          redis: secret(
+            v,
+            "fleet.redis",
+            o.fleet.redis ?? v.fail("fleet.redis", undefined, "a redis:// URL"),
+            env,
+            "a URL",
+          ),
+          prefix: o.fleet.prefix ?? "breakwater-gateway",
+          syncMs: o.fleet.syncMs ?? 100,
+        };
   return {
+    fleet,
     host,
     port: o.listen?.port ?? 8790,
     keys: new Set(keys),

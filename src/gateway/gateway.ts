@@ -27,8 +27,17 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { ConfigError, policy, Run } from "../index.ts";
+import {
+  type CircuitBreakerOptions,
+  ConfigError,
+  type PolicyOptions,
+  policy,
+  type RetryBudgetOptions,
+  Run,
+  reasonOf,
+} from "../index.ts";
 import { guardedFetch } from "../providers/fetch.ts";
+import type { SharedState } from "../redis/index.ts";
 import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
 import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
 import { GatewayMetrics } from "./metrics.ts";
@@ -56,8 +65,33 @@ interface State {
   readonly upstreams: ReadonlyMap<string, LiveUpstream>;
 }
 
+/** What the gateways of a fleet share (`breakwater/redis`'s `sharedState`). */
+type Shared = Pick<SharedState, "admission" | "budget" | "breaker">;
+
+/** An upstream's policy: its options, with its admission (or retry budget) and its breaker
+ * shared by the fleet when there is one. */
+function policyFor(name: string, settings: PolicyOptions | undefined, fleet: Shared | undefined) {
+  const o: PolicyOptions = { ...settings };
+  if (fleet !== undefined) {
+    const budget = o.budget ?? o.admission;
+    delete o.admission;
+    if (budget === false) o.budget = false;
+    else if (budget !== undefined && typeof budget === "object")
+      o.budget = fleet.budget(name, budget as RetryBudgetOptions);
+    else o.budget = fleet.admission(name);
+    if (o.breaker !== undefined)
+      o.breaker = fleet.breaker(name, o.breaker as CircuitBreakerOptions);
+  }
+  try {
+    return policy(o);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConfigError("gateway config", `upstreams.${name}.policy`, settings, message);
+  }
+}
+
 /** Each upstream with its policy and fetch layer; one unchanged since `prior` keeps its own. */
-function live(config: Resolved, prior: State | undefined): State {
+function live(config: Resolved, prior: State | undefined, fleet?: Shared): State {
   const upstreams = new Map<string, LiveUpstream>();
   for (const [name, u] of config.upstreams) {
     const was = prior?.upstreams.get(name);
@@ -71,13 +105,7 @@ function live(config: Resolved, prior: State | undefined): State {
       upstreams.set(name, was);
       continue;
     }
-    let p: ReturnType<typeof policy>;
-    try {
-      p = policy(u.policy ?? {});
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      throw new ConfigError("gateway config", `upstreams.${name}.policy`, u.policy, message);
-    }
+    const p = policyFor(name, u.policy, fleet);
     const { policy: settings, ...rest } = u;
     upstreams.set(name, { ...rest, name, policy: p, settings, fetch: guardedFetch({ policy: p }) });
   }
@@ -228,13 +256,13 @@ async function forward(
     res.body !== null && (res.headers.get("content-type") ?? "").includes("event-stream");
   if (!streaming) {
     const body = Buffer.from(await res.arrayBuffer());
-    const reason = res.ok
-      ? "ok"
-      : (res.headers.get("x-breakwater-reason") ?? `status-${res.status}`);
-    metrics.request(model, reason);
+    // A non-2xx answer is the provider's, handed on when the policy gave up on it: why.
+    const why = res.ok ? undefined : (reasonOf({ headers: res.headers }) ?? "not-retryable");
+    metrics.request(model, why ?? "ok");
     metrics.attempts(model, run.stats.attempts);
+    const said: Record<string, string> = why === undefined ? {} : { "x-breakwater-reason": why };
     out.writeHead(res.status, {
-      ...headersOf(res, run, costHeaders(run)),
+      ...headersOf(res, run, { ...costHeaders(run), ...said }),
       "content-length": String(body.length),
     });
     return void out.end(body);
@@ -247,9 +275,31 @@ async function forward(
   metrics.tokens(model, billed, run.wasted.inputTokens + run.wasted.outputTokens);
 }
 
+/** Joins the fleet's Redis: a client (the `redis` package) and the shared state on it. */
+async function joinFleet(f: NonNullable<Resolved["fleet"]>) {
+  const { createClient } = await import("redis").catch(() => {
+    throw new ConfigError("gateway config", "fleet", f.prefix, "usable: install the redis package");
+  });
+  const { sharedState } = await import("../redis/index.ts");
+  const client = createClient({ url: f.redis, disableOfflineQueue: true });
+  client.on("error", () => {}); // decisions go local while Redis is away (rule 18)
+  // Not awaited: a gateway starts with Redis away, deciding locally until it answers.
+  client.connect().catch(() => {});
+  const state = sharedState({ client, prefix: f.prefix, syncMs: f.syncMs });
+  return {
+    state,
+    async leave() {
+      state.close();
+      await client.close().catch(() => {});
+    },
+  };
+}
+
 /** Starts a gateway with `config` (validated by name; keys resolved from the environment). */
 export async function gateway(config: GatewayConfig | unknown): Promise<Gateway> {
-  let state = live(resolveConfig(config), undefined);
+  const first = resolveConfig(config);
+  const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
+  let state = live(first, undefined, fleet?.state);
   const metrics = new GatewayMetrics();
   const inFlight = new Set<Promise<void>>();
   const server: Server = createServer(
@@ -274,12 +324,13 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
     url: `http://${host}:${port}`,
     metrics,
     reload(next) {
-      state = live(resolveConfig(next), state);
+      state = live(resolveConfig(next), state, fleet?.state);
       server.maxConnections = state.config.maxConnections;
     },
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       await Promise.allSettled([...inFlight]);
+      await fleet?.leave();
     },
   };
 }
