@@ -33,7 +33,6 @@ import {
   type PolicyOptions,
   policy,
   type RetryBudgetOptions,
-  Run,
   reasonOf,
 } from "../index.ts";
 import { guardedFetch } from "../providers/fetch.ts";
@@ -41,7 +40,8 @@ import type { SharedState } from "../redis/index.ts";
 import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
 import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
 import { GatewayMetrics } from "./metrics.ts";
-import { costHeaders, headersOf, pipeStream } from "./respond.ts";
+import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
+import { Runs, Tally } from "./runs.ts";
 import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
 
 export type { GatewayConfig, ModelRoute, Target, UpstreamConfig, Wire } from "./config.ts";
@@ -164,10 +164,16 @@ function hopsOf(state: State, model: string | undefined): Hop[] | undefined {
   }));
 }
 
+/** What the gateway keeps across requests: its counters, and the agents' runs. */
+interface Books {
+  readonly metrics: GatewayMetrics;
+  readonly runs: Runs;
+}
+
 /** One client request, start to end. */
 async function handle(
   state: State,
-  metrics: GatewayMetrics,
+  { metrics, runs }: Books,
   req: IncomingMessage,
   out: ServerResponse,
 ) {
@@ -216,13 +222,13 @@ async function handle(
       "model_not_found",
       `the gateway has no route for the model ${JSON.stringify(call.model)}`,
     );
-  await forward(state, metrics, call, hops, req, out);
+  await forward(state, { metrics, runs }, call, hops, req, out);
 }
 
 /** Sends the call on and hands the client what came back, as it comes. */
 async function forward(
   state: State,
-  metrics: GatewayMetrics,
+  { metrics, runs }: Books,
   call: ClientCall,
   hops: Hop[],
   req: IncomingMessage,
@@ -233,14 +239,16 @@ async function forward(
   out.once("close", () => {
     if (!out.writableFinished) gone.abort(new Error("the client left"));
   });
-  const run = new Run();
+  const joined = runs.of(req.headers);
+  if ("error" in joined) return fail(out, call.wire, 400, "invalid_run", joined.error);
+  const t = new Tally(joined.run);
   let res: Response;
   try {
-    res = await send(hops, call, req.headers, gone.signal, run);
+    res = await send(hops, call, req.headers, gone.signal, t.run);
   } catch (error) {
     const r = refusal(error);
     metrics.request(model, r.reason);
-    metrics.attempts(model, run.stats.attempts);
+    metrics.attempts(model, t.attempts);
     const wait: Record<string, string> =
       r.retryAfterMs === undefined
         ? {}
@@ -248,7 +256,7 @@ async function forward(
     const message = error instanceof Error ? error.message : String(error);
     return fail(out, call.wire, r.status, r.reason, message, {
       "x-breakwater-reason": r.reason,
-      "x-breakwater-attempts": String(run.stats.attempts),
+      ...attemptHeaders(t),
       ...wait,
     });
   }
@@ -259,20 +267,20 @@ async function forward(
     // A non-2xx answer is the provider's, handed on when the policy gave up on it: why.
     const why = res.ok ? undefined : (reasonOf({ headers: res.headers }) ?? "not-retryable");
     metrics.request(model, why ?? "ok");
-    metrics.attempts(model, run.stats.attempts);
+    metrics.attempts(model, t.attempts);
+    metrics.tokens(model, t.billed, t.wasted);
     const said: Record<string, string> = why === undefined ? {} : { "x-breakwater-reason": why };
     out.writeHead(res.status, {
-      ...headersOf(res, run, { ...costHeaders(run), ...said }),
+      ...headersOf(res, t, { ...costHeaders(t), ...said }),
       "content-length": String(body.length),
     });
     return void out.end(body);
   }
-  out.writeHead(res.status, headersOf(res, run));
+  out.writeHead(res.status, headersOf(res, t));
   const ended = await pipeStream(res.body!, out, call, state.config.keepAliveMs);
   metrics.request(model, ended);
-  metrics.attempts(model, run.stats.attempts);
-  const billed = run.billed.inputTokens + run.billed.outputTokens;
-  metrics.tokens(model, billed, run.wasted.inputTokens + run.wasted.outputTokens);
+  metrics.attempts(model, t.attempts);
+  metrics.tokens(model, t.billed, t.wasted);
 }
 
 /** Joins the fleet's Redis: a client (the `redis` package) and the shared state on it. */
@@ -301,11 +309,12 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
   const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
   let state = live(first, undefined, fleet?.state);
   const metrics = new GatewayMetrics();
+  const books: Books = { metrics, runs: new Runs() };
   const inFlight = new Set<Promise<void>>();
   const server: Server = createServer(
     { maxHeaderSize: 16_384, requestTimeout: 60_000 },
     (req, out) => {
-      const done = handle(state, metrics, req, out).catch((error: unknown) => {
+      const done = handle(state, books, req, out).catch((error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
         fail(out, wireOfPath(req.url ?? "/"), 500, "gateway_error", message);
       });

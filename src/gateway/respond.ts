@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { ServerResponse } from "node:http";
-import type { Run } from "../index.ts";
+import type { Tally } from "./runs.ts";
 import type { ClientCall } from "./wires.ts";
 import { streamErrorEvent } from "./wires.ts";
 
@@ -17,23 +17,29 @@ const HOP = new Set([
   "upgrade",
 ]);
 
-/** The answer's headers for the client, with what the call cost so far. */
-export function headersOf(res: Response, run: Run, extra: Record<string, string> = {}) {
+/** The answer's headers for the client, with what the call cost so far (and its run,
+ * when the request named one). */
+export function headersOf(res: Response, t: Tally, extra: Record<string, string> = {}) {
   const out: Record<string, string> = {};
   res.headers.forEach((v, k) => {
     if (!HOP.has(k)) out[k] = v;
   });
-  out["x-breakwater-attempts"] = String(run.stats.attempts);
-  return { ...out, ...extra };
+  return { ...out, ...attemptHeaders(t), ...extra };
+}
+
+/** The attempts this request sent, and its run's so far. */
+export function attemptHeaders(t: Tally): Record<string, string> {
+  return {
+    "x-breakwater-attempts": String(t.attempts),
+    "x-breakwater-run-attempts": String(t.run.stats.attempts),
+  };
 }
 
 /** What the call billed, for a JSON answer's headers (a stream's is known only at its end). */
-export function costHeaders(run: Run): Record<string, string> {
-  const billed = run.billed.inputTokens + run.billed.outputTokens;
-  const wasted = run.wasted.inputTokens + run.wasted.outputTokens;
+export function costHeaders(t: Tally): Record<string, string> {
   return {
-    "x-breakwater-billed-tokens": String(billed),
-    "x-breakwater-wasted-tokens": String(wasted),
+    "x-breakwater-billed-tokens": String(t.billed),
+    "x-breakwater-wasted-tokens": String(t.wasted),
   };
 }
 

@@ -304,6 +304,49 @@ except openai.APIError as e:
   }, 300_000);
 });
 
+describe("gateway: an agent's run across requests", () => {
+  const call = (headers: Record<string, string>) =>
+    fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", ...headers },
+      body: JSON.stringify(ask()),
+    });
+
+  it("one attempt cap across the run's requests: its second call gets what is left", async () => {
+    const run = { "x-breakwater-run": "agent-7", "x-breakwater-run-max-attempts": "3" };
+    script({
+      rules: [
+        { requests: [1, 1], status: 503 },
+        { requests: [3, 9], status: 503 },
+      ],
+    });
+    const first = await call(run);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-breakwater-attempts")).toBe("2");
+    const second = await call({ "x-breakwater-run": "agent-7" }); // the limits it began with
+    expect(second.status).toBe(503);
+    expect(second.headers.get("x-breakwater-attempts")).toBe("1");
+    expect(second.headers.get("x-breakwater-run-attempts")).toBe("3");
+    expect(second.headers.get("x-breakwater-reason")).toBe("run-attempts");
+    expect(sent(primary)).toBe(3);
+  });
+
+  it("one deadline for the run: a request after it is refused before sending; bad headers are a 400", async () => {
+    await call({ "x-breakwater-run": "agent-8", "x-breakwater-run-deadline-ms": "200" });
+    await new Promise((r) => setTimeout(r, 300));
+    const late = await call({ "x-breakwater-run": "agent-8" });
+    expect(late.status).toBe(504);
+    expect(late.headers.get("x-breakwater-reason")).toBe("run-deadline");
+    expect(sent(primary)).toBe(1);
+    expect((await call({ "x-breakwater-run": "no spaces allowed" })).status).toBe(400);
+    const bad = await call({ "x-breakwater-run": "agent-9", "x-breakwater-run-max-tokens": "-5" });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(
+      /max-tokens/,
+    );
+  });
+});
+
 describe("gateway: nobody in who does not belong", () => {
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>
     fetch(`${gw.url}${path}`, {
