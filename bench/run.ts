@@ -2,6 +2,7 @@ import { benchAdapter } from "./adapter.bench.ts";
 import { benchDeadline } from "./deadline.bench.ts";
 import { benchExecute } from "./execute.bench.ts";
 import { benchFleet } from "./fleet.bench.ts";
+import { benchGateway } from "./gateway.bench.ts";
 import { benchRedis } from "./redis.bench.ts";
 import { benchSoak } from "./soak.bench.ts";
 import { benchStorm } from "./storm.bench.ts";
@@ -17,6 +18,7 @@ const benches: Record<string, () => Promise<void>> = {
   soak: benchSoak,
   redis: benchRedis,
   fleet: benchFleet,
+  gateway: benchGateway,
 };
 if (only !== undefined && !Object.hasOwn(benches, only)) {
   console.error(
