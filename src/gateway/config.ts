@@ -150,22 +150,15 @@ function route(
   return out;
 }
 
-/** Reads a configuration (parsed JSON), naming the key and value of anything wrong. */
-export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Resolved {
-  const v = new Validator("gateway config");
-  const o = parseOptions(v, SPEC, input);
-  const host = o.listen?.host ?? "127.0.0.1";
-  if (!LOOPBACK.has(host) && env.BREAKWATER_GATEWAY_PUBLIC !== "1")
-    v.fail(
-      "listen.host",
-      host,
-      'a loopback address ("127.0.0.1", "::1"), or set BREAKWATER_GATEWAY_PUBLIC=1',
-    );
-  const keys = (o.keys ?? []).map((k, i) => secret(v, `keys[${i}]`, k, env));
-  if (keys.length === 0) v.fail("keys", o.keys, "at least one key clients must present");
+/** Each upstream checked, its key and base URL resolved. */
+function upstreamsOf(
+  v: Validator,
+  given: Record<string, unknown> | undefined,
+  env: NodeJS.ProcessEnv,
+) {
   const upstreams = new Map<string, UpstreamConfig & { key: string }>();
   for (const [name, raw] of Object.entries(
-    o.upstreams ?? v.fail("upstreams", undefined, "an object of upstreams by name"),
+    given ?? v.fail("upstreams", undefined, "an object of upstreams by name"),
   )) {
     const u = parseOptions(v, UPSTREAM, raw, `upstreams.${name}`);
     const need = (k: keyof typeof u) =>
@@ -181,6 +174,23 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
       ...(u.policy !== undefined && { policy: u.policy }),
     });
   }
+  return upstreams;
+}
+
+/** Reads a configuration (parsed JSON), naming the key and value of anything wrong. */
+export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Resolved {
+  const v = new Validator("gateway config");
+  const o = parseOptions(v, SPEC, input);
+  const host = o.listen?.host ?? "127.0.0.1";
+  if (!LOOPBACK.has(host) && env.BREAKWATER_GATEWAY_PUBLIC !== "1")
+    v.fail(
+      "listen.host",
+      host,
+      'a loopback address ("127.0.0.1", "::1"), or set BREAKWATER_GATEWAY_PUBLIC=1',
+    );
+  const keys = (o.keys ?? []).map((k, i) => secret(v, `keys[${i}]`, k, env));
+  if (keys.length === 0) v.fail("keys", o.keys, "at least one key clients must present");
+  const upstreams = upstreamsOf(v, o.upstreams, env);
   if (upstreams.size === 0) v.fail("upstreams", o.upstreams, "at least one upstream");
   const models = new Map<string, { upstream: string; model?: string }[]>();
   for (const [name, raw] of Object.entries(

@@ -90,6 +90,15 @@ const HELLO = "The fault server says hello, one word at a time.";
 const sent = (s: FaultServer) => s.stats().requests;
 const script = (s: FaultScript) => primary.setScript(s);
 
+/** What curl reads of a streamed chat call to `model`, byte for byte. */
+async function curlStream(model: string): Promise<string> {
+  const auth = `Authorization: Bearer ${KEY}`;
+  const body = JSON.stringify({ ...ask(model), stream: true });
+  const url = `${gw.url}/v1/chat/completions`;
+  const args = ["-sN", url, "-H", auth, "-H", "content-type: application/json", "-d", body];
+  return (await run("curl", args)).stdout;
+}
+
 describe("gateway: JSON calls through the official openai client", () => {
   it("a 500 once and a 429 with Retry-After are retried inside: one answer, the attempts said", async () => {
     script({
@@ -207,32 +216,15 @@ describe("gateway: streams", () => {
     expect(e).toBeInstanceOf(OpenAI.APIError);
     expect(text.length).toBeGreaterThan(0);
     expect(sent(primary)).toBe(1); // never replayed
-    const { stdout } = await run("curl", [
-      "-sN",
-      `${gw.url}/v1/chat/completions`,
-      "-H",
-      `Authorization: Bearer ${KEY}`,
-      "-H",
-      "content-type: application/json",
-      "-d",
-      JSON.stringify({ ...ask(), stream: true }),
-    ]);
+    const stdout = await curlStream("gpt-4o-mini");
     expect(stdout).toMatch(/data: \{"error":\{"message":.*"code":"stream-interrupted"/);
     expect(stdout).not.toContain("[DONE]");
   });
 
   it("a stall after content: the idle timeout ends it with an error event; a quiet stream gets keep-alives", async () => {
     script({ rules: [{ stream: { after: 2, action: "stall" } }] });
-    const { stdout } = await run("curl", [
-      "-sN",
-      `${gw.url}/v1/chat/completions`,
-      "-H",
-      `Authorization: Bearer ${KEY}`,
-      "-H",
-      "content-type: application/json",
-      "-d",
-      JSON.stringify({ ...ask("slow"), stream: true }),
-    ]);
+    const stdout = await curlStream("slow");
+    expect(stdout).toContain(": keep-alive\n\n"); // quiet past keepAliveMs (200), before the idle cut (300)
     expect(stdout).toContain('"code":"stream-interrupted"');
     expect(stdout).not.toContain("[DONE]");
   });
