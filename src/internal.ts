@@ -8,7 +8,7 @@
 export { agentRetries, OWNED_POLICY } from "./audit/frameworks.ts";
 export { isClock } from "./core/clock.ts";
 export { EFFECTS } from "./core/effects.ts";
-export { markReason, tagError } from "./core/errors.ts";
+export { markReason, tagError, waitOf } from "./core/errors.ts";
 export { readHeader } from "./core/headers.ts";
 export { LAYER, type LayerMark, layerMark, markLayer } from "./core/layer-mark.ts";
 export {

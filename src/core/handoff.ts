@@ -31,7 +31,6 @@ export function handoff(
 ): Handoff {
   const reason = reasonOf(error);
   const waitMs = waitOf(error); // also through an SDK's class that wraps it
-
   if (
     reason !== undefined &&
     WAITS.has(reason) &&

@@ -1,5 +1,4 @@
 import {
-  BreakwaterError,
   fallback,
   type GiveUpReason,
   HttpError,
@@ -8,6 +7,8 @@ import {
   type Run,
   reasonOf,
 } from "../index.ts";
+import { waitOf } from "../internal.ts";
+import { safeJson } from "../providers/dialect.ts";
 import { callOptions } from "../providers/fetch.ts";
 import type { UpstreamConfig } from "./config.ts";
 import { type ClientCall, FORWARDED_HEADERS, upstreamAuth } from "./wires.ts";
@@ -76,7 +77,9 @@ export function send(
         if (res.ok) return res;
         // Not an answer: the chain classifies it (and moves on, or hands it back as it came).
         const text = await res.text();
-        throw Object.assign(new HttpError(res.status, res.headers, jsonOr(text)), { text });
+        throw Object.assign(new HttpError(res.status, res.headers, safeJson(text) ?? text), {
+          text,
+        });
       },
     })),
   );
@@ -86,14 +89,6 @@ export function send(
     throw error;
   });
 }
-
-const jsonOr = (text: string): unknown => {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-};
 
 /** The provider's own answer a chain gave up on (an error that carries its status and
  * text), as the response to hand the client. */
@@ -109,7 +104,7 @@ function providerAnswer(error: unknown): Response | undefined {
 /** How a give-up of breakwater's own answers a client: its status, our code, a wait. */
 export function refusal(error: unknown): { status: number; reason: string; retryAfterMs?: number } {
   const reason: GiveUpReason | "failed" = reasonOf(error) ?? "failed";
-  const wait = error instanceof BreakwaterError ? error.retryAfterMs : undefined;
+  const wait = waitOf(error); // also through a class that wraps breakwater's error
   const status =
     reason === "rate-limit-wait" || reason === "retry-after-too-long"
       ? 429

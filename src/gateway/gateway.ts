@@ -35,6 +35,7 @@ import {
   type RetryBudgetOptions,
   reasonOf,
 } from "../index.ts";
+import { safeJson } from "../providers/dialect.ts";
 import { guardedFetch } from "../providers/fetch.ts";
 import type { SharedState } from "../redis/index.ts";
 import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
@@ -143,15 +144,12 @@ function fail(
   out.end(body);
 }
 
+/** The body's JSON when it is an object (what every API here takes), else undefined. */
 const parse = (text: string): Record<string, unknown> | undefined => {
-  try {
-    const j = JSON.parse(text) as unknown;
-    return j !== null && typeof j === "object" && !Array.isArray(j)
-      ? (j as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  const j = safeJson(text);
+  return j !== null && typeof j === "object" && !Array.isArray(j)
+    ? (j as Record<string, unknown>)
+    : undefined;
 };
 
 /** The route of a model: its hops (the upstream and the model asked of it), or undefined. */
@@ -268,10 +266,11 @@ async function forward(
     const why = res.ok ? undefined : (reasonOf({ headers: res.headers }) ?? "not-retryable");
     metrics.request(model, why ?? "ok");
     metrics.attempts(model, t.attempts);
-    metrics.tokens(model, t.billed, t.wasted);
+    const cost = t.cost();
+    metrics.tokens(model, cost.billed, cost.wasted);
     const said: Record<string, string> = why === undefined ? {} : { "x-breakwater-reason": why };
     out.writeHead(res.status, {
-      ...headersOf(res, t, { ...costHeaders(t), ...said }),
+      ...headersOf(res, t, { ...costHeaders(cost), ...said }),
       "content-length": String(body.length),
     });
     return void out.end(body);
@@ -280,7 +279,8 @@ async function forward(
   const ended = await pipeStream(res.body!, out, call, state.config.keepAliveMs);
   metrics.request(model, ended);
   metrics.attempts(model, t.attempts);
-  metrics.tokens(model, t.billed, t.wasted);
+  const cost = t.cost();
+  metrics.tokens(model, cost.billed, cost.wasted);
 }
 
 /** Joins the fleet's Redis: a client (the `redis` package) and the shared state on it. */

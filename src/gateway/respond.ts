@@ -36,10 +36,10 @@ export function attemptHeaders(t: Tally): Record<string, string> {
 }
 
 /** What the call billed, for a JSON answer's headers (a stream's is known only at its end). */
-export function costHeaders(t: Tally): Record<string, string> {
+export function costHeaders(cost: { billed: number; wasted: number }): Record<string, string> {
   return {
-    "x-breakwater-billed-tokens": String(t.billed),
-    "x-breakwater-wasted-tokens": String(t.wasted),
+    "x-breakwater-billed-tokens": String(cost.billed),
+    "x-breakwater-wasted-tokens": String(cost.wasted),
   };
 }
 

@@ -56,28 +56,36 @@ export class Runs {
   }
 }
 
-/** What one request cost within its run (the run may have had other requests before). */
+/** What one request cost within its run (the run may have had other requests before): its
+ * attempts, and the tokens of the calls it added to the run, read from those calls' ledgers
+ * alone (not the whole run's totals, which a long run would add up again each request). */
 export class Tally {
   readonly run: Run;
   readonly #attempts: number;
-  readonly #billed: number;
-  readonly #wasted: number;
+  readonly #calls: number;
 
   constructor(run: Run) {
     this.run = run;
     this.#attempts = run.stats.attempts;
-    this.#billed = total(run.billed);
-    this.#wasted = total(run.wasted);
+    this.#calls = run.ledgers.length;
   }
 
   get attempts(): number {
     return this.run.stats.attempts - this.#attempts;
   }
-  get billed(): number {
-    return total(this.run.billed) - this.#billed;
-  }
-  get wasted(): number {
-    return total(this.run.wasted) - this.#wasted;
+
+  /** The tokens this request's calls billed, and of them those wasted on failed attempts. */
+  cost(): { billed: number; wasted: number } {
+    let billed = 0;
+    let wasted = 0;
+    const ledgers = this.run.ledgers;
+    for (let i = this.#calls; i < ledgers.length; i++) {
+      const l = ledgers[i]!;
+      const w = total(l.wasted);
+      billed += total(l.usage) + w;
+      wasted += w;
+    }
+    return { billed, wasted };
   }
 }
 
