@@ -124,6 +124,24 @@ describe("architecture (docs/architecture.md)", () => {
     expect(long).toEqual([]);
   });
 
+  it("no class in policy/ holds more than 25 fields (per-attempt state lives on a per-attempt object)", () => {
+    const big: string[] = [];
+    for (const { path, text } of SOURCES) {
+      if (folder(path) !== "policy") continue;
+      const sf = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+      const visit = (n: ts.Node) => {
+        if (ts.isClassLike(n)) {
+          const fields = n.members.filter(ts.isPropertyDeclaration).length;
+          if (fields > 25)
+            big.push(`${path}: ${n.name?.text ?? "(anonymous)"} has ${fields} fields`);
+        }
+        ts.forEachChild(n, visit);
+      };
+      visit(sf);
+    }
+    expect(big).toEqual([]);
+  });
+
   it("no value import runs in a loop (type-only imports may)", () => {
     const graph = new Map<string, string[]>();
     for (const { path, text } of SOURCES) {

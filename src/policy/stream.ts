@@ -1,4 +1,3 @@
-import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { PartialAnswer, PartialResult } from "../core/errors.ts";
 import type { Failure } from "../core/failure.ts";
 import type { Ledger } from "../core/ledger.ts";
@@ -11,17 +10,8 @@ import { Call, type FailOptions } from "./call.ts";
 import { hedged } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
-import {
-  closeIterator,
-  closeLate,
-  cutsReads,
-  type Head,
-  iteratorOf,
-  PULL,
-  type Pullable,
-  pullable,
-  readHead,
-} from "./stream-head.ts";
+import { chunkHook, StreamAttempt, type StreamReader } from "./stream-attempt.ts";
+import { closeIterator, closeLate, type Head, iteratorOf, PULL } from "./stream-head.ts";
 import {
   type OpenStream,
   type ResolvedStream,
@@ -59,6 +49,8 @@ interface Grip {
   source: AsyncIterator<unknown> | undefined;
   grants: readonly Grant[];
   startedAt: number;
+  /** Registered for the case its stream is collected unread (from the first read on). */
+  registered: boolean;
 }
 
 const UNOWNED: Reporter = { report: (hook, error) => reportHookError(undefined, hook, error) };
@@ -84,43 +76,6 @@ interface Settled {
   readonly more: FailOptions;
 }
 
-/** One attempt's stream: its source and what it read. Each attempt gets a new one, so
- * nothing is reset by hand between attempts. */
-class Reading<C> {
-  readonly attempt: Attempt;
-  source: AsyncIterator<C> | undefined;
-  /** The source's `return()` ends a pending read at once (see CUTS_READS). */
-  cuts = false;
-  /** The source can be read by PULL. */
-  pulls = false;
-  contentSeen = false;
-  lastChunkAt = 0;
-  /** Chunks held back: before the first content, or all of them (buffer mode). */
-  held: C[] = [];
-  /** Held chunks released to the consumer, read from `outAt`. */
-  out: C[] = [];
-  outAt = 0;
-  /** Chunks that reached the consumer from this attempt. */
-  delivered: C[] = [];
-  input: number | undefined;
-  output: number | undefined;
-
-  constructor(attempt: Attempt) {
-    this.attempt = attempt;
-  }
-
-  get usage(): Usage | undefined {
-    if (this.input === undefined && this.output === undefined) return undefined;
-    return { inputTokens: this.input ?? 0, outputTokens: this.output ?? 0 };
-  }
-
-  flushHeld(): void {
-    this.out = this.held;
-    this.outAt = 0;
-    this.held = [];
-  }
-}
-
 /**
  * The provider's chunks under the policy (docs/architecture.md, rule 4): a failure before the first
  * content chunk reaches the consumer is retried; after it, nothing is replayed and the
@@ -131,24 +86,23 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** Resolves with the outcome, or rejects with the error the iterator threw. */
   readonly done: Promise<StreamOutcome>;
   readonly #call: Call;
-  readonly #o: ResolvedOptions;
   readonly #s: ResolvedStream<C>;
-  readonly #grip: Grip = { source: undefined, grants: NO_GRANTS, startedAt: 0 };
+  readonly #grip: Grip = { source: undefined, grants: NO_GRANTS, startedAt: 0, registered: false };
+  /** What its attempts' reads hand back to it (bound once). */
+  readonly #reader: StreamReader<C>;
   /** Opens the next attempt's stream: the caller's, or a continuation's. */
   #open: OpenStream<C>;
   /** Aborted when the consumer leaves: ends a wait at a gate at once. */
   #leaving: AbortController | undefined;
-  #resolve!: (o: StreamOutcome) => void;
-  #reject!: (e: unknown) => void;
-  #r: Reading<C> | undefined;
+  #ends!: { resolve: (o: StreamOutcome) => void; reject: (e: unknown) => void };
+  /** The attempt the consumer reads. */
+  #r: StreamAttempt<C> | undefined;
   /** Chunks earlier attempts showed that a continuation goes on from. */
   #shown: C[] = [];
   #succeeded = false;
   #finished = false;
-  /** Its grip is registered for the case it is collected unread. */
-  #registered = false;
-  /** The attempts of a hedge race under way, by their readings. */
-  #racing: Map<Attempt, Reading<C>> | undefined;
+  /** The attempts of a hedge race under way, by their attempts. */
+  #racing: Map<Attempt, StreamAttempt<C>> | undefined;
   /** The slow path is driving the stream (opening, reading, deciding). */
   #driving = false;
   /** A failure settled while nobody was reading, for the next read to act on. */
@@ -156,15 +110,18 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   constructor(o: ResolvedOptions, open: OpenStream<C>, options: StreamOptions<C> = {}) {
     this.#s = resolveStream(o, open, options);
-    this.#o = o;
     this.#open = open;
     this.done = new Promise<StreamOutcome>((resolve, reject) => {
-      this.#resolve = resolve;
-      this.#reject = reject;
+      this.#ends = { resolve, reject };
     });
     this.done.catch(noop); // the iterator throws too: an unread outcome is not unhandled
     // Nothing is registered until the first read: a stream never read holds nothing.
     this.#call = new Call(o, options, true);
+    this.#reader = {
+      read: (r) => this.#onRead(r),
+      failed: (error) => this.#slow({ failed: error }),
+      cutWhileIdle: (s, reason) => this.#cutWhileIdle(s, reason),
+    };
   }
 
   get ledger(): Ledger {
@@ -178,27 +135,14 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /**
    * The fast path: with an attempt streaming and nothing queued, one read of the source
-   * and one synchronous step. Anything else (opening, failures, retries, flushing held
-   * chunks) goes through the async slow path.
+   * and one synchronous step (by the read path its attempt chose). Anything else (opening,
+   * failures, retries, flushing held chunks) goes through the async slow path.
    */
   next(): Promise<IteratorResult<C>> {
     const r = this.#r;
-    const source = r?.source;
-    if (source === undefined || r!.outAt < r!.out.length || this.#finished)
+    if (r?.source === undefined || r.outAt < r.out.length || this.#finished || r.attempt.aborted)
       return this.#slow(undefined);
-    const a = r!.attempt;
-    if (!a.abortable) return source.next().then(this.#onRead, this.#onReadError);
-    if (a.aborted) return this.#slow(undefined);
-    // A timer or the caller's signal may cut this read: by closing a source that ends its
-    // pending read when closed, else by a race. The handlers are made once per attempt
-    // (see #bindReads) and ignore a late answer from an attempt already cut.
-    if (r!.cuts) {
-      this.#inRead = true;
-      return source.next().then(this.#onCut, this.#onCutError);
-    }
-    const read = new Promise<IteratorResult<C>>(this.#holdRead);
-    source.next().then(this.#onRaced, this.#onRacedError);
-    return read;
+    return r.read();
   }
 
   /**
@@ -208,66 +152,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
    */
   [PULL](ok: (r: IteratorResult<C>) => void, fail: (error: unknown) => void): void {
     const r = this.#r;
-    const source = r?.source;
-    const a = r?.attempt;
-    if (source === undefined || r!.outAt < r!.out.length || this.#finished || a!.aborted) {
+    if (r?.source === undefined || r.outAt < r.out.length || this.#finished || r.attempt.aborted)
       this.#slow(undefined).then(ok, fail);
-      return;
-    }
-    // Raced reads, and a read over another (PULL holds one at a time): by next().
-    if ((a!.abortable && !r!.cuts) || this.#pulls !== undefined) {
-      this.next().then(ok, fail);
-      return;
-    }
-    if (a!.abortable) this.#inRead = true;
-    this.#pulls = { ok, fail, step: this.#onCut, error: this.#onCutError };
-    if (r!.pulls) (source as Pullable<C>)[PULL](this.#onPulled, this.#onPullFailed);
-    else source.next().then(this.#onPulled, this.#onPullFailed);
+    else if (!r.pull(ok, fail)) r.read().then(ok, fail);
   }
 
-  /** The read PULL made: who is told, and the attempt's handlers it was made under. */
-  #pulls:
-    | {
-        ok: (r: IteratorResult<C>) => void;
-        fail: (error: unknown) => void;
-        step: (r: IteratorResult<C>) => IteratorResult<C> | Promise<IteratorResult<C>>;
-        error: (e: unknown) => Promise<IteratorResult<C>>;
-      }
-    | undefined;
-
-  readonly #onPulled = (read: IteratorResult<C>): void => {
-    const p = this.#pulls!;
-    this.#pulls = undefined;
-    let out: IteratorResult<C> | Promise<IteratorResult<C>>;
-    try {
-      out = p.step(read);
-    } catch (error) {
-      p.fail(error);
-      return;
-    }
-    if (out instanceof Promise) out.then(p.ok, p.fail);
-    else p.ok(out);
-  };
-
-  readonly #onPullFailed = (error: unknown): void => {
-    const p = this.#pulls!;
-    this.#pulls = undefined;
-    p.error(error).then(p.ok, p.fail);
-  };
-
-  #pendingRead: ((r: IteratorResult<C> | Promise<IteratorResult<C>>) => void) | undefined;
-  readonly #holdRead = (resolve: (r: IteratorResult<C> | Promise<IteratorResult<C>>) => void) => {
-    this.#pendingRead = resolve;
-  };
-  #onRaced: (r: IteratorResult<C>) => void = noop;
-  #onRacedError: (e: unknown) => void = noop;
-  /** A read of a source that cuts reads is pending. */
-  #inRead = false;
-  #onCut: (r: IteratorResult<C>) => IteratorResult<C> | Promise<IteratorResult<C>> = (r) =>
-    this.#onRead(r);
-  #onCutError: (e: unknown) => Promise<IteratorResult<C>> = (e) => this.#onReadError(e);
-
-  readonly #onRead = (r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> => {
+  /** A read of the attempt the consumer reads: a chunk for it, or the slow path. */
+  #onRead(r: IteratorResult<C>): IteratorResult<C> | Promise<IteratorResult<C>> {
     let step: IteratorResult<C> | Pending;
     try {
       step = this.#step(this.#r!, r);
@@ -276,10 +167,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       throw error;
     }
     return step === AGAIN || step === ENDED || "failed" in step ? this.#slow(step) : step;
-  };
-
-  readonly #onReadError = (error: unknown): Promise<IteratorResult<C>> =>
-    this.#slow({ failed: error });
+  }
 
   /** Everything that is not the fast path; finishes the stream on any error it throws. */
   async #slow(pending: Pending | undefined): Promise<IteratorResult<C>> {
@@ -334,7 +222,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   }
 
   /** One read from the source: a chunk for the consumer, or what the slow path must do. */
-  #step(r: Reading<C>, read: IteratorResult<C>): IteratorResult<C> | Pending {
+  #step(r: StreamAttempt<C>, read: IteratorResult<C>): IteratorResult<C> | Pending {
     // A read that settles after the consumer left (closing a source that cuts reads ends
     // the read it held): the stream is over, and nothing is booked twice.
     if (this.#finished) return { done: true, value: undefined };
@@ -345,26 +233,13 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     const chunk = read.value;
     if (this.#s.inspect !== undefined) {
-      const inBand = this.#hook("inspect", this.#s.inspect, chunk, undefined);
+      const inBand = chunkHook(this.#call, "inspect", this.#s.inspect, chunk, undefined);
       if (inBand !== undefined) return { failed: inBand };
     }
-    if (this.#s.usage !== undefined) this.#noteUsage(r, chunk);
-    if (!r.contentSeen) {
-      if (
-        this.#s.isContent !== undefined &&
-        !this.#hook("isContent", this.#s.isContent, chunk, true)
-      ) {
-        r.held.push(chunk);
-        return AGAIN;
-      }
-      r.contentSeen = true;
-      r.attempt.firstContent();
-      if (this.#s.idleMs !== Number.POSITIVE_INFINITY) r.lastChunkAt = this.#o.clock.now();
-      this.#armWatchdog(r);
-    } else if (this.#s.idleMs !== Number.POSITIVE_INFINITY && this.#isContentOnce(chunk)) {
-      // Only content resets the idle timer: a stalled answer behind pings, SSE comments or
-      // usage-only chunks still times out (docs/architecture.md, rule 4).
-      r.lastChunkAt = this.#o.clock.now();
+    r.noteUsage(chunk);
+    if (!r.content(chunk)) {
+      r.held.push(chunk);
+      return AGAIN;
     }
     if (this.#s.mode === "buffer" || r.held.length > 0) {
       r.held.push(chunk);
@@ -373,23 +248,6 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     }
     r.delivered.push(chunk);
     return { done: false, value: chunk };
-  }
-
-  /** Runs one of the caller's per-chunk hooks: one that throws reads as `fallback`, reported. */
-  #hook<R>(name: string, fn: (chunk: C) => R, chunk: C, fallback: R): R {
-    try {
-      return fn(chunk);
-    } catch (error) {
-      reportHookError(this.#call, name, error);
-      return fallback;
-    }
-  }
-
-  /** Whether a chunk after the first content is content too: with no `isContent`, all are. */
-  #isContentOnce(chunk: C): boolean {
-    return (
-      this.#s.isContent === undefined || this.#hook("isContent", this.#s.isContent, chunk, true)
-    );
   }
 
   /** The consumer stopped (break out of for-await): close the source, keep no timer. An
@@ -413,45 +271,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     throw error;
   }
 
-  #deliver(r: Reading<C>, chunk: C): C {
+  #deliver(r: StreamAttempt<C>, chunk: C): C {
     r.delivered.push(chunk);
     return chunk;
-  }
-
-  /** The read handlers of one attempt: made once per attempt, they ignore a late answer
-   * from an attempt already cut; a cut while nobody reads is settled at once. */
-  #bindReads(a: Attempt): void {
-    this.#onRaced = (r) => {
-      const resolve = this.#pendingRead;
-      if (a.aborted || resolve === undefined) return;
-      this.#pendingRead = undefined;
-      resolve(this.#onRead(r));
-    };
-    this.#onRacedError = (e) => {
-      const resolve = this.#pendingRead;
-      if (a.aborted || resolve === undefined) return;
-      this.#pendingRead = undefined;
-      resolve(this.#onReadError(e));
-    };
-    // A read cut by closing its source settles as the cut, whatever the source said.
-    let cut: { reason: unknown } | undefined;
-    this.#onCut = (r) => {
-      this.#inRead = false;
-      return cut === undefined ? this.#onRead(r) : this.#onReadError(cut.reason);
-    };
-    this.#onCutError = (e) => {
-      this.#inRead = false;
-      return this.#onReadError(cut === undefined ? e : cut.reason);
-    };
-    a.setAbortHook((reason) => {
-      const resolve = this.#pendingRead;
-      this.#pendingRead = undefined;
-      if (resolve !== undefined) resolve(this.#onReadError(reason));
-      else if (this.#inRead) {
-        cut = { reason };
-        this.#r?.source?.return?.().catch(noop);
-      } else if (!this.#driving) this.#cutWhileIdle(reason);
-    });
   }
 
   async #startAttempt(): Promise<void> {
@@ -461,7 +283,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     if (this.#finished) return this.#call.abandon(false);
     const delay = this.#call.hedgeDelay(a);
     if (delay !== undefined) return this.#startHedged(a, delay);
-    const r = this.#reading(a);
+    const r = this.#reading(this.#attemptOf(a));
     let opening: Promise<AsyncIterable<C>>;
     try {
       opening = Promise.resolve(a.run(this.#open));
@@ -473,50 +295,51 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       const iterable = await a.race(opening);
       // The consumer left while it opened: what it opened goes with it.
       if (this.#finished) return closeIterator(iteratorOf(iterable));
-      r.source = iteratorOf(iterable);
-      r.cuts = cutsReads(r.source);
-      r.pulls = pullable(r.source);
-      this.#grip.source = r.source;
+      this.#opened(r, iteratorOf(iterable));
     } catch (error) {
       closeLate(opening);
       if (!this.#finished) await this.#attemptFailed(error);
     }
   }
 
-  /** The attempt's reading becomes the stream's: its reads, its timer, its cleanup. */
-  #reading(a: Attempt, r = new Reading<C>(a)): Reading<C> {
+  #attemptOf(a: Attempt): StreamAttempt<C> {
+    return new StreamAttempt(a, this.#call, this.#s, this.#reader);
+  }
+
+  /** The attempt becomes the stream's: its reads, its timer, its cleanup. */
+  #reading(r: StreamAttempt<C>): StreamAttempt<C> {
     this.#r = r;
     const grip = this.#grip;
-    grip.grants = a.grants;
-    grip.startedAt = a.startedAt;
-    if (!this.#registered) abandoned.register(this, grip, grip);
-    this.#registered = true;
-    this.#bindReads(a);
-    this.#armWatchdog(r);
+    grip.grants = r.attempt.grants;
+    grip.startedAt = r.attempt.startedAt;
+    if (!grip.registered) abandoned.register(this, grip, grip);
+    grip.registered = true;
+    r.listen();
+    r.arm();
     return r;
+  }
+
+  #opened(r: StreamAttempt<C>, source: AsyncIterator<C>): void {
+    r.opened(source);
+    this.#grip.source = source;
   }
 
   /**
    * An attempt raced by a hedge up to its first content (rule 21): each reads its head
-   * (`readHead`) under its own timer; the first to show content wins and its stream goes
-   * on as any attempt's, from its first chunk; the other is cut, never shown.
+   * under its own timer; the first to show content wins and its stream goes on as any
+   * attempt's, from its first chunk; the other is cut, never shown.
    */
   async #startHedged(first: Attempt, delayMs: number): Promise<void> {
-    const readings = new Map<Attempt, Reading<C>>();
-    this.#racing = readings;
+    const racing = new Map<Attempt, StreamAttempt<C>>();
+    this.#racing = racing;
     first.racing = true;
     const head = (a: Attempt) => {
-      const r = new Reading<C>(a);
-      readings.set(a, r);
-      this.#armWatchdog(r);
-      const isContent = (chunk: C) => this.#isContentOnce(chunk);
-      const note = (chunk: C) => {
-        if (this.#s.usage !== undefined) this.#noteUsage(r, chunk);
-      };
-      return readHead(a, this.#open, isContent, note);
+      const r = this.#attemptOf(a);
+      racing.set(a, r);
+      return r.head(this.#open);
     };
     const more = {
-      usageOf: (a: Attempt) => readings.get(a)?.usage,
+      usageOf: (a: Attempt) => racing.get(a)?.usage,
       discard: (late: Head<C>) => closeIterator(late.source),
     };
     let won: Head<C>;
@@ -526,62 +349,14 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       this.#racing = undefined;
       if (this.#finished) return;
       const a = this.#call.current!;
-      this.#reading(a, readings.get(a));
+      this.#reading(racing.get(a) ?? this.#attemptOf(a));
       await this.#attemptFailed(error);
       return;
     }
     this.#racing = undefined;
     // The consumer left during the race: what it won goes with it.
     if (this.#finished) return closeIterator(won.source);
-    const r = this.#reading(won.attempt, readings.get(won.attempt));
-    r.source = won.source;
-    this.#grip.source = won.source;
-  }
-
-  /** One timer per attempt: the nearest of deadline, total cap, and first-token (before
-   * content) or idle (after). The idle timer re-checks when it fires instead of being
-   * re-armed on every chunk: a chunk costs one clock read, not a timer. */
-  #armWatchdog(r: Reading<C>) {
-    const now = this.#o.clock.now();
-    const next = this.#nextLimit(r);
-    if (next.by === "idle") {
-      r.attempt.arm(
-        next.at - now,
-        "idle",
-        () => r.lastChunkAt + this.#s.idleMs - this.#o.clock.now(),
-      );
-    } else {
-      r.attempt.arm(
-        next.at === Number.POSITIVE_INFINITY ? next.at : Math.max(0, next.at - now),
-        next.by,
-      );
-    }
-  }
-
-  /** The nearest of the call's deadline, the total cap, and first-token (before content)
-   * or idle (after); the deadline wins a tie. */
-  #nextLimit(r: Reading<C>): Limit {
-    const start = r.attempt.startedAt;
-    const total: Limit = { at: start + this.#s.totalMs, by: "total" };
-    if (r.contentSeen)
-      return earliest<TimeoutCause>(this.#call.deadline, total, {
-        at: r.lastChunkAt + this.#s.idleMs,
-        by: "idle",
-      });
-    return earliest<TimeoutCause>(
-      this.#call.deadline,
-      total,
-      { at: start + this.#call.attemptTimeoutMs, by: "attempt" },
-      { at: start + this.#s.firstTokenMs, by: "first-token" },
-    );
-  }
-
-  /** The caller's `usage` reader: one that throws reads as no usage, reported. */
-  #noteUsage(r: Reading<C>, chunk: C) {
-    const u = this.#hook("usage", this.#s.usage!, chunk, undefined);
-    if (u === undefined || u === null) return;
-    if (typeof u.inputTokens === "number") r.input = u.inputTokens;
-    if (typeof u.outputTokens === "number") r.output = u.outputTokens;
+    this.#opened(this.#reading(racing.get(won.attempt)!), won.source);
   }
 
   /** The attempt ended: its grants are no longer the cleanup's to end. */
@@ -590,7 +365,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#grip.source = undefined;
   }
 
-  #attemptSucceeded(r: Reading<C>) {
+  #attemptSucceeded(r: StreamAttempt<C>) {
     this.#call.succeed(r.usage);
     this.#released();
     this.#succeeded = true;
@@ -629,7 +404,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** What a failure means once output was shown: nothing (none was), a give-up with the
    * partial answer (no-replay), a retry after `onDiscard` (restart), or a continuation
    * (a retry that goes on from what was shown). */
-  #afterBreak(error: unknown, shown: C[], r: Reading<C>, usage: Usage | undefined): FailOptions {
+  #afterBreak(
+    error: unknown,
+    shown: C[],
+    r: StreamAttempt<C>,
+    usage: Usage | undefined,
+  ): FailOptions {
     if (shown.length === 0) return { usage };
     const s = this.#s;
     const partial = partialResult(shown, usage, s, this.#call);
@@ -649,8 +429,8 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   /** A timer or the caller cut the attempt while nobody was reading: let go of the
    * source, the timer, the listener and the grants now, not at the next read. */
-  #cutWhileIdle(reason: unknown): void {
-    if (this.#finished || this.#r?.source === undefined) return;
+  #cutWhileIdle(r: StreamAttempt<C>, reason: unknown): void {
+    if (this.#driving || this.#finished || this.#r !== r || r.source === undefined) return;
     this.#settled = this.#settleAttempt(reason);
   }
 
@@ -666,7 +446,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     if (this.#r) this.#r.source = undefined;
     abandoned.unregister(this.#grip);
     if (error !== undefined) {
-      this.#reject(error);
+      this.#ends.reject(error);
       return;
     }
     const ledger = this.#call.ledger;
@@ -675,7 +455,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const held = this.#r?.delivered ?? [];
     // Counted as the user counts them (SHOWN), only when asked.
     let count = told === undefined ? shown.length + held.length : undefined;
-    this.#resolve({
+    this.#ends.resolve({
       ledger,
       usage: ledger.usage,
       get chunks() {

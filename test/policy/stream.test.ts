@@ -624,6 +624,50 @@ describe("PULL: a stream read by callback, with no promise a read", () => {
   });
 });
 
+describe("an attempt picks its read path when its source opens and when its timer changes", () => {
+  /** A source readable by PULL and by next() (not CUTS_READS), counting each way. */
+  function countingSource(chunks: Chunk[]) {
+    const counts = { pulls: 0, nexts: 0 };
+    let i = 0;
+    const read = () =>
+      Promise.resolve<IteratorResult<Chunk>>(
+        i < chunks.length ? { done: false, value: chunks[i++]! } : { done: true, value: undefined },
+      );
+    const source = {
+      next: () => {
+        counts.nexts++;
+        return read();
+      },
+      [PULL](ok: (r: IteratorResult<Chunk>) => void, fail: (e: unknown) => void) {
+        counts.pulls++;
+        read().then(ok, fail);
+      },
+    };
+    return { counts, open: () => ({ [Symbol.asyncIterator]: () => source }) };
+  }
+
+  it("raced while a first-token timer can cut it; by PULL once content came and no timer is left", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, firstTokenTimeoutMs: 1_000 });
+    const { counts, open } = countingSource([{ text: "a" }, { text: "b" }, { text: "c" }]);
+    const { got, error } = await pullAll(p.stream(open));
+    expect(error).toBeUndefined();
+    expect(got.map((c) => c.text)).toEqual(["a", "b", "c"]);
+    // The opening read and the first (timed) read went by next(); "b", "c" and the end by PULL.
+    expect(counts).toEqual({ nexts: 1, pulls: 3 });
+    expect(clock.pending).toBe(0);
+  });
+
+  it("raced to the end while an idle timer can cut it (the source cannot end a pending read)", async () => {
+    const clock = new VirtualClock();
+    const p = policy({ clock, idleTimeoutMs: 1_000 });
+    const { counts, open } = countingSource([{ text: "a" }, { text: "b" }]);
+    const { got } = await pullAll(p.stream(open));
+    expect(got.map((c) => c.text)).toEqual(["a", "b"]);
+    expect(counts).toEqual({ nexts: 3, pulls: 0 });
+  });
+});
+
 describe("a consumer that leaves while a read of a source that cuts reads is pending", () => {
   it("ends the stream once: one attempt booked ok, one success heard", async () => {
     const clock = new VirtualClock();
