@@ -24,6 +24,7 @@ import type { RunLimits } from "../run/limits.ts";
 import type { Run } from "../run/run.ts";
 import { Attempt, type AttemptEnd, type AttemptOwner, endGrants, type Grant } from "./attempt.ts";
 import { type GateRequest, Refusal } from "./gates.ts";
+import type { RaceNews } from "./hedged.ts";
 import { reportHookError, runHook } from "./hooks.ts";
 import type { CallWatch, Observer, WaitCause } from "./observer.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -479,12 +480,23 @@ export class Call implements AttemptOwner, GateRequest {
     };
   }
 
+  /** What a hedge race tells its call (rule 21): the race keeps its own books, and this
+   * is the one call through which the call learns of them. */
+  raced(news: RaceNews): void {
+    if ("won" in news) this.#won(news.won, news.first, news.raced);
+    else if ("lost" in news) this.#lost(news.lost, news.usage);
+    else {
+      if (news.failed !== undefined) this.settle(news.failed.error, {}, news.failed.attempt);
+      this.#attempt = news.goOn;
+    }
+  }
+
   /** `a` showed its first content (first, when `raced`): it is the call's attempt from
    * now on. What is learned is how long `first` (the attempt a hedge would race) went
    * without content: its time to first content, or, cut by a hedge that won, the time
    * it had waited (a lower bound). Learning the winner's time instead would learn the
    * hedge's own speed, and each hedge would make the next come sooner. */
-  won(a: Attempt, raced: boolean, first: Attempt = a): void {
+  #won(a: Attempt, first: Attempt, raced: boolean): void {
     this.#hedging?.learn(this.#o.clock.now() - first.startedAt);
     this.#attempt = a;
     if (raced) a.raced = "won";
@@ -499,15 +511,10 @@ export class Call implements AttemptOwner, GateRequest {
     a.end(LEFT);
   }
 
-  /** The other attempt of a race failed first: the call goes on with `a`. */
-  goOn(a: Attempt): void {
-    this.#attempt = a;
-  }
-
   /** `a` lost a hedge race: cut at once, booked with what it is estimated to have cost
    * (its prompt, once sent; what it said of its usage, if anything), its grants ended
    * with no verdict on the upstream. */
-  lost(a: Attempt, usage?: Partial<Usage>): void {
+  #lost(a: Attempt, usage: Partial<Usage> | undefined): void {
     a.cancel(new BreakwaterError("cancelled", { cause: "a hedge of this call answered first" }));
     a.raced = "lost";
     const spent = fullUsage(usage) ?? { inputTokens: this.cost.inputTokens ?? 0, outputTokens: 0 };

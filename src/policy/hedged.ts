@@ -25,6 +25,18 @@ export function hedged<T>(
   });
 }
 
+/** What a race tells its call, as it happens (`Call.raced`): `won` began its answer first
+ * (`raced` when another attempt was in the race; `first` is the attempt a hedge raced);
+ * `lost` was cut by the winner, with what it is known to have spent; or the call goes on
+ * with `goOn`, the other attempt having `failed` first (booked). */
+export type RaceNews =
+  | { readonly won: Attempt; readonly first: Attempt; readonly raced: boolean }
+  | { readonly lost: Attempt; readonly usage: Partial<Usage> | undefined }
+  | {
+      readonly goOn: Attempt;
+      readonly failed?: { readonly attempt: Attempt; readonly error: unknown } | undefined;
+    };
+
 /** Where a race's outcome goes, what a loser is known to have spent, and what to do with
  * a value that came too late to count (a stream's head: close it). */
 export interface RaceEnds<T> {
@@ -87,10 +99,10 @@ class Race<T> {
     this.#winner = a;
     this.#disarm();
     const other = this.#other(a);
-    this.#call.won(a, other !== undefined, this.#first);
+    this.#call.raced({ won: a, first: this.#first, raced: other !== undefined });
     if (other === undefined || other.ended) return;
     this.#inFlight--;
-    this.#call.lost(other, this.#ends.usageOf?.(other));
+    this.#call.raced({ lost: other, usage: this.#ends.usageOf?.(other) });
   }
 
   #other(a: Attempt): Attempt | undefined {
@@ -123,13 +135,12 @@ class Race<T> {
     }
     if (this.#winner === a || this.#inFlight === 1) {
       this.#disarm();
-      if (this.#winner === undefined) this.#call.goOn(a);
+      if (this.#winner === undefined) this.#call.raced({ goOn: a });
       this.#ends.reject(error);
       return;
     }
     // The other attempt is still in flight: this one is booked, the race goes on.
     this.#inFlight--;
-    this.#call.settle(error, {}, a);
-    this.#call.goOn(this.#other(a)!);
+    this.#call.raced({ goOn: this.#other(a)!, failed: { attempt: a, error } });
   }
 }
