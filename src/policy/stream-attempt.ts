@@ -1,12 +1,40 @@
 import { earliest, type Limit, type TimeoutCause } from "../core/deadline.ts";
 import type { Usage } from "../core/usage.ts";
-import type { Attempt } from "./attempt.ts";
+import { type Attempt, endGrants, type Grant, type Reporter } from "./attempt.ts";
 import type { Call } from "./call.ts";
 import { reportHookError } from "./hooks.ts";
-import { cutsReads, type Head, PULL, type Pullable, pullable, readHead } from "./stream-head.ts";
+import {
+  closeIterator,
+  cutsReads,
+  type Head,
+  PULL,
+  type Pullable,
+  pullable,
+  readHead,
+} from "./stream-head.ts";
 import type { OpenStream, ResolvedStream } from "./stream-options.ts";
 
 const noop = () => {};
+
+/** What an attempt holds that must be let go if its stream is collected unread: the
+ * source (an open HTTP response) and the attempt's grants (the breaker's probe slot, the
+ * rate limiter's permit). Never the stream itself, nor the attempt (whose timers and abort
+ * hook lead back to it). */
+interface Grip {
+  source: AsyncIterator<unknown> | undefined;
+  readonly grants: readonly Grant[];
+  readonly startedAt: number;
+}
+
+const UNOWNED: Reporter = { report: (hook, error) => reportHookError(undefined, hook, error) };
+
+/** A stream its consumer dropped mid-answer, with no timer left to cut it: closing the
+ * source and ending the attempt's grants is all that remains (docs/architecture.md,
+ * rule 12). What the attempt spent is not known: the rate limiter keeps its permit whole. */
+const abandoned = new FinalizationRegistry<Grip>((grip) => {
+  closeIterator(grip.source);
+  endGrants(grip.grants, { how: "left" }, grip.startedAt, UNOWNED);
+});
 
 /** What an attempt's reads hand back to its stream: the one step of a read, a failed read,
  * and a cut that came while nobody was reading. */
@@ -38,7 +66,8 @@ interface PendingPull<C> {
  */
 export class StreamAttempt<C> {
   readonly attempt: Attempt;
-  source: AsyncIterator<C> | undefined;
+  /** Its source and grants, for the cleanup of a stream collected unread. */
+  readonly #grip: Grip;
   path: ReadPath = "raced";
   /** The source can be read by PULL. */
   pulls = false;
@@ -66,9 +95,29 @@ export class StreamAttempt<C> {
 
   constructor(attempt: Attempt, call: Call, s: ResolvedStream<C>, reader: StreamReader<C>) {
     this.attempt = attempt;
+    this.#grip = { source: undefined, grants: attempt.grants, startedAt: attempt.startedAt };
     this.#call = call;
     this.#s = s;
     this.#reader = reader;
+  }
+
+  get source(): AsyncIterator<C> | undefined {
+    return this.#grip.source as AsyncIterator<C> | undefined;
+  }
+
+  set source(source: AsyncIterator<C> | undefined) {
+    this.#grip.source = source;
+  }
+
+  /** It became `stream`'s attempt (from its first read on): were `stream` collected unread,
+   * its source is closed and its grants ended. */
+  hold(stream: object): void {
+    abandoned.register(stream, this.#grip, this.#grip);
+  }
+
+  /** It ended: its grants are no longer the cleanup's to end. */
+  release(): void {
+    abandoned.unregister(this.#grip);
   }
 
   /** Its source opened: how it is read is known now. */

@@ -5,10 +5,10 @@ import { checkOutput } from "../core/output.ts";
 import { isA } from "../core/safe.ts";
 import type { Usage } from "../core/usage.ts";
 import { ConfigError } from "../core/validate.ts";
-import { type Attempt, endGrants, type Grant, NO_GRANTS, type Reporter } from "./attempt.ts";
+import type { Attempt } from "./attempt.ts";
 import { Call, type FailOptions } from "./call.ts";
 import { hedged } from "./hedged.ts";
-import { reportHookError, runHook } from "./hooks.ts";
+import { runHook } from "./hooks.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { chunkHook, StreamAttempt, type StreamReader } from "./stream-attempt.ts";
 import { closeIterator, closeLate, type Head, iteratorOf, PULL } from "./stream-head.ts";
@@ -41,28 +41,6 @@ export interface StreamOutcome {
 
 const noop = () => {};
 
-/** What the attempt in flight holds that must be let go if its stream is collected unread:
- * the source (an open HTTP response) and the attempt's grants (the breaker's probe slot,
- * the rate limiter's permit). Never the stream itself, nor the attempt (whose timers and
- * abort hook lead back to it). */
-interface Grip {
-  source: AsyncIterator<unknown> | undefined;
-  grants: readonly Grant[];
-  startedAt: number;
-  /** Registered for the case its stream is collected unread (from the first read on). */
-  registered: boolean;
-}
-
-const UNOWNED: Reporter = { report: (hook, error) => reportHookError(undefined, hook, error) };
-
-/** A stream its consumer dropped mid-answer, with no timer left to cut it: closing the
- * source and ending the attempt's grants is all that remains (docs/architecture.md,
- * rule 12). What the attempt spent is not known: the rate limiter keeps its permit whole. */
-const abandoned = new FinalizationRegistry<Grip>((grip) => {
-  closeIterator(grip.source);
-  endGrants(grip.grants, { how: "left" }, grip.startedAt, UNOWNED);
-});
-
 /** What the slow path must do after a read: pull again, or handle a failure. */
 const AGAIN = Symbol("again");
 /** The attempt's stream ended, and its answer is to be checked before it counts (rule 11). */
@@ -87,7 +65,6 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   readonly done: Promise<StreamOutcome>;
   readonly #call: Call;
   readonly #s: ResolvedStream<C>;
-  readonly #grip: Grip = { source: undefined, grants: NO_GRANTS, startedAt: 0, registered: false };
   /** What its attempts' reads hand back to it (bound once). */
   readonly #reader: StreamReader<C>;
   /** Opens the next attempt's stream: the caller's, or a continuation's. */
@@ -258,7 +235,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
       const r = this.#r;
       if (stoppedEarly && r !== undefined && !r.attempt.ended) {
         this.#call.succeed(r.usage, !r.contentSeen);
-        this.#released();
+        r.release();
       }
       this.#finish(undefined, stoppedEarly);
     }
@@ -309,11 +286,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
   /** The attempt becomes the stream's: its reads, its timer, its cleanup. */
   #reading(r: StreamAttempt<C>): StreamAttempt<C> {
     this.#r = r;
-    const grip = this.#grip;
-    grip.grants = r.attempt.grants;
-    grip.startedAt = r.attempt.startedAt;
-    if (!grip.registered) abandoned.register(this, grip, grip);
-    grip.registered = true;
+    r.hold(this);
     r.listen();
     r.arm();
     return r;
@@ -321,7 +294,6 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
 
   #opened(r: StreamAttempt<C>, source: AsyncIterator<C>): void {
     r.opened(source);
-    this.#grip.source = source;
   }
 
   /**
@@ -359,15 +331,9 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     this.#opened(this.#reading(racing.get(won.attempt)!), won.source);
   }
 
-  /** The attempt ended: its grants are no longer the cleanup's to end. */
-  #released(): void {
-    this.#grip.grants = NO_GRANTS;
-    this.#grip.source = undefined;
-  }
-
   #attemptSucceeded(r: StreamAttempt<C>) {
     this.#call.succeed(r.usage);
-    this.#released();
+    r.release();
     this.#succeeded = true;
     r.source = undefined;
     if (this.#s.mode === "buffer" || r.held.length > 0) r.flushHeld();
@@ -396,7 +362,7 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     const shown = r.delivered.length > 0 ? [...this.#shown, ...r.delivered] : this.#shown;
     const more = this.#afterBreak(error, shown, r, usage);
     const f = this.#call.settle(error, more);
-    this.#released();
+    r.release();
     this.#r = undefined; // chunks it held back go with it
     return { f, error, more };
   }
@@ -441,10 +407,12 @@ export class GuardedStream<C> implements AsyncIterableIterator<C> {
     // A hedge race under way: each of its attempts is cut, and its head closes its source.
     if (this.#racing !== undefined) for (const a of this.#racing.keys()) this.#call.drop(a);
     this.#call.abandon(); // what an attempt still open holds; a no-op once it ended
-    this.#released();
-    closeIterator(this.#r?.source);
-    if (this.#r) this.#r.source = undefined;
-    abandoned.unregister(this.#grip);
+    const r = this.#r;
+    if (r !== undefined) {
+      r.release();
+      closeIterator(r.source);
+      r.source = undefined;
+    }
     if (error !== undefined) {
       this.#ends.reject(error);
       return;
