@@ -73,7 +73,6 @@ import {
 import { sniffDialect } from "./dialects/sniff.ts";
 import { answerOf as recordOf, replay, slotFor } from "./journaled.ts";
 import { saysStream, withKeys } from "./json-text.ts";
-import { type Marks, marksOf, tailOf } from "./marks.ts";
 import { type Ends, endsWithData, passThrough } from "./pass-through.ts";
 import { ReadResponse } from "./read-response.ts";
 import { currentAttempt, gaveUp, sdkBody, sdkTimeout, seenAs } from "./scope.ts";
@@ -87,6 +86,7 @@ import {
   runOf,
 } from "./shared.ts";
 import { eventsOf, type SseChunk, type SseEvent, SseRun, sseEvents, type Tail } from "./sse.ts";
+import { type Marks, markedReads, marksOf, tailOf } from "./sse-runs.ts";
 import { hasUndici, wire } from "./transport.ts";
 
 export type { Dialect, Lead } from "./dialect.ts";
@@ -879,10 +879,7 @@ function holdsContent(dialect: Dialect | undefined, e: SseChunk): boolean {
  * the answer so far; with `continuation`, a break goes on from where it broke. */
 function openEvents(c: FetchCall, answered: (res: Response) => void) {
   const { dialect } = c;
-  const { usage: usageMark, error: errorMark, either } = c.marks;
-  // The last event neither mark matched (the stream runs `inspect` on a chunk before
-  // `usage`): one scan of its text, not two.
-  let quiet: SseChunk | undefined;
+  const read = markedReads(dialect, c.marks);
   const raw = c.outgoing.init.body;
   const continuing =
     c.continuation && dialect?.continueWith !== undefined && typeof raw === "string";
@@ -890,10 +887,7 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     ...c.callOptions,
     isContent: (e) => holdsContent(dialect, e),
     ...(dialect?.usage && {
-      usage: (e: SseChunk) =>
-        e === quiet || e instanceof SseRun || usageMark?.test(e.raw) === false
-          ? undefined
-          : dialect.usage!(e.json),
+      usage: read.usage,
     }),
     ...(dialect?.answer && {
       answer: (chunks: readonly SseChunk[]) => dialect.answer!(jsonsOf(chunks)),
@@ -901,17 +895,11 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     ...(dialect && streamChecks(dialect, c.checks, jsonsOf)),
     // `partialOf(error).chunks` and the outcome's count are events, whatever the reads were.
     [SHOWN]: eventsOf,
-    // A run matched no mark: it holds no error.
     inspect: (e) => {
       // Data that is not JSON: the provider's answer broke (a proxy's page, a broken
       // encoder), a server failure, not the SDK's SyntaxError on a stream counted a success.
       if (dialect && e.malformed) return new MalformedEvent();
-      if (e instanceof SseRun || either?.test(e.raw) === false) {
-        quiet = e;
-        return undefined;
-      }
-      if (errorMark?.test(e.raw) === false) return undefined;
-      const error = dialect?.inBand?.(e.json, e);
+      const error = read.inBand(e);
       return error === undefined ? undefined : new InBandEvent(e.raw, error);
     },
     ...(continuing && {

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { Usage } from "../../src/core/usage.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { type Dialect, guardedFetch } from "../../src/providers/fetch.ts";
-import { bytewise, joinable, marksOf, tailOf } from "../../src/providers/marks.ts";
+import { bytewise, joinable, marksOf, tailOf } from "../../src/providers/sse-runs.ts";
 
 const NUM_RUNS = Number(process.env.SSE_RUNS ?? 1_000);
 const enc = new TextEncoder();
