@@ -64,6 +64,9 @@ export const CODES: ReadonlyMap<string, CodeMeaning> = new Map([
     deadline_exceeded: "timeout",
     timeout_error: "timeout",
     ModelTimeoutException: "timeout",
+    // breakwater's own: a stream event that is not JSON, a body that ended before its answer.
+    malformed_event: "server_error",
+    stream_unfinished: "server_error",
   }),
   ...meanings(true, {
     invalid_request_error: "invalid_request",

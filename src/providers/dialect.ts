@@ -54,6 +54,13 @@ export interface Dialect extends CheckDialect {
    * ends with it is handed on once the stream behind it has ended and been checked.
    * Default: none (the SDK reads to the body's end). */
   endMark?: string;
+  /** Whether a stream whose last event is this one ended as the provider ends an answer
+   * (openai's `[DONE]` or a finish reason, a Responses stream's `response.completed`,
+   * Anthropic's `message_stop`, Gemini's `finishReason`). A body that ends after any other
+   * event ended early, however politely it closed: the upstream's failure
+   * (`stream_unfinished`), retried before content, an interruption after it. Default: any
+   * end of the body ends the answer. */
+  finished?(json: unknown, event: SseEvent): boolean;
   /** Who serves it, in the GenAI conventions' words (`gen_ai.provider.name`). */
   provider?: string;
   /** What a request asks for (`gen_ai.operation.name`): "chat", "embeddings", ... */

@@ -389,6 +389,8 @@ interface FetchCall {
   readonly marks: Marks;
   /** How a stream's reads go on unsplit once content flows (`tailOf`). */
   readonly tail: Tail | undefined;
+  /** Whether a stream's last event ended its answer (`Dialect.finished`). */
+  readonly finished: ((event: SseEvent) => boolean) | undefined;
   readonly checks: Checks;
   /** The checks' reading of a JSON answer: the fetch layer's own, made once, unless the
    * call has a `validate` of its own. */
@@ -523,6 +525,7 @@ interface Reading {
   readonly dialect: Dialect | undefined;
   readonly marks: Marks;
   readonly tail: Tail | undefined;
+  readonly finished: ((event: SseEvent) => boolean) | undefined;
   readonly reply: OutputOptions<Reply> | undefined;
 }
 
@@ -551,6 +554,7 @@ function readingsOf(given: Dialect | undefined, checks: Checks): (url: string) =
       dialect: d,
       marks,
       tail: tailOf(d, marks),
+      finished: d?.finished && ((e: SseEvent) => d.finished!(e.json, e)),
       reply: d && replyChecks(d, checks, replyJson),
     };
   };
@@ -629,6 +633,7 @@ function callOf(
     dialect: d,
     marks: reading.marks,
     tail: reading.tail,
+    finished: reading.finished,
     checks: own,
     reply: own === checks || !d ? reading.reply : replyChecks(d, own, replyJson),
     continuation: layer.continuation,
@@ -852,7 +857,7 @@ function opener(c: FetchCall, body?: string, answered?: (res: Response) => void)
     const res = await c.send(req, ctx.attempt, ctx.signal);
     if (!res.ok) throw await UpstreamAnswer.read(res);
     answered?.(res);
-    return sseEvents(res.body ?? emptyBody(), modelLook(c.dialect, ctx), tail);
+    return sseEvents(res.body ?? emptyBody(), modelLook(c.dialect, ctx), tail, c.finished);
   };
 }
 

@@ -31,13 +31,24 @@ export function sseEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
   look: ((event: SseEvent) => boolean) | undefined,
   tail: Tail | undefined,
+  finished?: (event: SseEvent) => boolean,
 ): Events<SseChunk>;
 export function sseEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
   look?: (event: SseEvent) => boolean,
   tail?: Tail,
+  finished?: (event: SseEvent) => boolean,
 ): Events<SseChunk> {
-  return new SseReader(body, look, tail);
+  return new SseReader(body, look, tail, finished);
+}
+
+/** A stream whose body ended before its answer did (`Dialect.finished`): the upstream's
+ * failure, as a cut is, though the connection closed cleanly. */
+export class UnfinishedStream extends Error {
+  readonly error = { type: "server_error", code: "stream_unfinished" };
+  constructor() {
+    super("the stream ended before its answer did (no end event, no finish reason)");
+  }
 }
 
 type Events<C> = AsyncIterableIterator<C> & { return(): Promise<IteratorResult<C>> };
@@ -60,14 +71,19 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   #tail: Tail | undefined;
   /** Content flowed: a whole read that matches no mark goes on as a run. */
   #flowing = false;
+  /** Asked of the last event once the body ends: did the answer end with it? */
+  #finished: ((event: SseEvent) => boolean) | undefined;
+  #last: SseChunk | undefined;
 
   constructor(
     body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
     look?: (event: SseEvent) => boolean,
     tail?: Tail,
+    finished?: (event: SseEvent) => boolean,
   ) {
     this.#look = look;
     this.#tail = tail;
+    this.#finished = finished;
     // A ReadableStream is read through its reader here, not through one more generator;
     // cancelling the reader ends a read still pending, so a cut needs no race.
     const stream = typeof (body as ReadableStream<Uint8Array>).getReader === "function";
@@ -85,7 +101,13 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
 
   next(): Promise<IteratorResult<SseChunk>> {
     if (this.#at < this.#ready.length) return Promise.resolve(this.#take());
-    if (this.#done) return Promise.resolve(DONE);
+    if (this.#done) {
+      try {
+        return Promise.resolve(this.#over());
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     return this.#source.next().then(this.#onRead);
   }
 
@@ -96,7 +118,14 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
       return;
     }
     if (this.#done) {
-      ok(DONE);
+      let end: IteratorResult<SseChunk>;
+      try {
+        end = this.#over();
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      ok(end);
       return;
     }
     this.#ok = ok;
@@ -139,6 +168,7 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   }
 
   #give(e: SseChunk): IteratorResult<SseChunk> {
+    this.#last = e;
     if (e instanceof SseRun) return { done: false, value: e };
     if (this.#look !== undefined) {
       // A look that throws (a dialect's reader) stops looking; the stream goes on.
@@ -171,8 +201,27 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
     this.#done = true;
     const rest = this.#buffer + this.#decoder.decode();
     this.#buffer = "";
-    if (rest === "") return DONE;
-    return this.#give(new SseEvent(rest));
+    if (rest === "") return this.#over();
+    return this.#give(new SseEvent(rest)); // the next read is the end
+  }
+
+  /** The end, once the body ended: an UnfinishedStream, once, when the last event did not
+   * end the answer (a `finished` that throws reads as ended: a reader's bug is no
+   * upstream's failure). */
+  #over(): IteratorResult<SseChunk> {
+    const finished = this.#finished;
+    if (finished === undefined) return DONE;
+    this.#finished = undefined;
+    const last = this.#last;
+    const event = last instanceof SseRun ? last.events().at(-1) : last;
+    let ended = false;
+    try {
+      ended = event !== undefined && finished(event);
+    } catch {
+      ended = true;
+    }
+    if (ended) return DONE;
+    throw new UnfinishedStream();
   }
 
   /** Splits a read into events; the common case (one whole event in one read, nothing held
@@ -212,6 +261,7 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
 
   async return(): Promise<IteratorResult<SseChunk>> {
     this.#done = true;
+    this.#finished = undefined; // left by its reader: no end to judge
     await this.#source.return?.();
     return { done: true, value: undefined };
   }

@@ -177,6 +177,44 @@ describe("gateway: JSON calls through the official openai client", () => {
     expect(sent(primary) + sent(backup)).toBeLessThanOrEqual(6); // the chain's cap: 3 + 3
   });
 
+  it("a content filter is sent once and handed on as the provider said it; a chain moves it on", async () => {
+    script({ rules: [{ status: 400, error: "content_filter" }] });
+    const e = await openai()
+      .chat.completions.create(ask())
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((e as { code?: string }).code).toBe("content_filter");
+    expect(sent(primary)).toBe(1);
+    // Another model may answer it: the chain asks the next upstream, once.
+    const r = await openai().chat.completions.create(ask("chained"));
+    expect(r.choices[0]?.message.content).toBe(HELLO);
+    expect([sent(primary), sent(backup)]).toEqual([2, 1]);
+  });
+
+  it("a primary that flaps (503 for a while, healthy, 503 again): every call answers, each sends at most two requests, the primary takes the calls back", async () => {
+    script({
+      rules: [
+        { window: [0, 1_200], status: 503 },
+        { window: [2_400, 3_600], status: 503 },
+      ],
+    });
+    const t0 = Date.now();
+    const attempts: number[] = [];
+    const served: ("primary" | "backup")[] = [];
+    while (Date.now() - t0 < 4_800) {
+      const before = sent(backup);
+      const r = await openai().chat.completions.create(ask("chained")).withResponse();
+      expect(r.data.choices[0]?.message.content).toBe(HELLO);
+      attempts.push(Number(r.response.headers.get("x-breakwater-attempts")));
+      served.push(sent(backup) > before ? "backup" : "primary");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(Math.max(...attempts)).toBeLessThanOrEqual(2); // the overload moved on at once
+    expect(served.filter((s) => s === "backup").length).toBeGreaterThan(0);
+    expect(served.slice(-3)).toEqual(["primary", "primary", "primary"]); // healthy again: back
+    expect(sent(primary) + sent(backup)).toBe(attempts.reduce((a, b) => a + b, 0));
+  }, 30_000);
+
   it("a 20 s first token: the chain moves on at the first timeout, asking the next for its own model", async () => {
     script({ rules: [{ headersDelayMs: 20_000 }] });
     const t0 = Date.now();
@@ -229,6 +267,26 @@ describe("gateway: streams", () => {
     expect(stdout).not.toContain("[DONE]");
   });
 
+  it("a stream that ends without [DONE]: before content retried unseen; after it, an error event, never a clean end", async () => {
+    script({ rules: [{ requests: [1, 1], stream: { after: 0, action: "end" } }] });
+    const s = await openai().chat.completions.create({ ...ask(), stream: true });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(HELLO);
+    expect(sent(primary)).toBe(2);
+    script({ rules: [{ stream: { after: 3, action: "end" } }] });
+    primary.resetStats();
+    const stdout = await curlStream("gpt-4o-mini");
+    expect(stdout).toContain('"code":"stream-interrupted"');
+    expect(stdout).not.toContain("[DONE]");
+    const cut = await openai().chat.completions.create({ ...ask(), stream: true });
+    const e = await (async () => {
+      for await (const _ of cut);
+    })().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.APIError);
+    expect(sent(primary)).toBe(2); // one request each: nothing replayed
+  });
+
   it("a malformed event after content ends the stream with an error, nothing replayed", async () => {
     script({ rules: [{ stream: { after: 2, action: "garbage" } }] });
     const s = await openai().chat.completions.create({ ...ask(), stream: true });
@@ -269,30 +327,34 @@ describe("gateway: the Anthropic and Google clients", () => {
 });
 
 describe("gateway: the official openai Python SDK as the client", () => {
-  it("a 503 retried in the gateway, then the answer; a stream cut after content raises in Python", async () => {
+  it("a 503 retried in the gateway, then the answer; a stream cut, or ended without [DONE], after content raises in Python", async () => {
     const python = await pythonWithOpenai();
     const code = `
 import openai, sys
 c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key=sys.argv[2], max_retries=0)
 r = c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
 print(r.choices[0].message.content)
-try:
-    text = ""
-    for chunk in c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True):
-        text += chunk.choices[0].delta.content or "" if chunk.choices else ""
-    print("ended cleanly:", text)
-except openai.APIError as e:
-    print("raised:", type(e).__name__)
+for _ in range(2):
+    try:
+        text = ""
+        for chunk in c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True):
+            text += chunk.choices[0].delta.content or "" if chunk.choices else ""
+        print("ended cleanly:", text)
+    except openai.APIError as e:
+        print("raised:", type(e).__name__)
 `;
+    // The second stream is cut; the third ends cleanly with no [DONE] (Python's SDK alone
+    // would end it as a whole answer).
     script({
       rules: [
         { requests: [1, 1], status: 503 },
         { requests: [3, 3], stream: { after: 3, action: "cut" } },
+        { requests: [4, 4], stream: { after: 3, action: "end" } },
       ],
     });
     const { stdout } = await run(python, ["-c", code, gw.url, KEY], { timeout: 60_000 });
-    expect(stdout).toBe(`${HELLO}\nraised: APIError\n`);
-    expect(sent(primary)).toBe(3);
+    expect(stdout).toBe(`${HELLO}\nraised: APIError\nraised: APIError\n`);
+    expect(sent(primary)).toBe(4);
   }, 300_000);
 });
 

@@ -68,11 +68,12 @@ describe("a stream event that is not JSON", () => {
       fs.script({ rules: [{ stream: { after: 3, action: "garbage" } }] });
       const { text, error } = await read(name);
       expect(text).toBe("The fault server ");
-      expect([reasonOf(error), failureOf(error)?.kind, fs.requests()]).toEqual([
-        "stream-interrupted",
-        "server_error",
-        1,
-      ]);
+      expect([
+        reasonOf(error),
+        failureOf(error)?.kind,
+        failureOf(error)?.code,
+        fs.requests(),
+      ]).toEqual(["stream-interrupted", "server_error", "malformed_event", 1]);
       expect(partialOf(error)?.chunks.length).toBeGreaterThan(0);
     },
   );

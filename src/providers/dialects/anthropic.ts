@@ -63,6 +63,13 @@ export const anthropicDialect: Dialect = {
     return event;
   },
   marks: { usage: /"usage"\s*:\s*\{/, error: /error/ },
+  // `message_stop` ends a message; a `message_delta` with its stop reason is the last word
+  // of one whose server leaves `message_stop` out.
+  finished: (json) =>
+    isObject(json) &&
+    (json.type === "message_stop" ||
+      json.type === "error" ||
+      (json.type === "message_delta" && json.delta?.stop_reason != null)),
   provider: "anthropic",
   effect: anthropicEffect,
   operation: (url) => (/\/messages(?:$|\?)/.test(url) ? "chat" : undefined),

@@ -43,6 +43,8 @@ export const googleDialect: Dialect = {
   },
   maxOutput: (body) => body.generationConfig?.maxOutputTokens,
   marks: { usage: /usageMetadata/, error: /"error"/ },
+  finished: (json) =>
+    isObject(json) && (json.candidates?.[0]?.finishReason != null || isObject(json.error)),
   provider: "gcp.gemini",
   effect: googleEffect,
   // `.../models/gemini-2.5-flash:generateContent`: the model is in the path.

@@ -1,3 +1,22 @@
+/** The last event of a stream that ended its answer, short of `[DONE]` (OpenAI-compatible
+ * servers that leave it out): a chunk with a finish reason, the usage chunk after it, or a
+ * Responses stream's final event. */
+function openaiFinished(json: unknown): boolean {
+  if (!isObject(json)) return false;
+  if (typeof json.type === "string") return RESPONSES_ENDS.has(json.type);
+  const choices = json.choices;
+  if (!Array.isArray(choices)) return false;
+  return choices.length === 0
+    ? isObject(json.usage)
+    : choices.some((c) => c?.finish_reason != null);
+}
+const RESPONSES_ENDS = new Set([
+  "response.completed",
+  "response.incomplete",
+  "response.failed",
+  "error",
+]);
+
 /** How breakwater reads OpenAI's answers (chat completions, the Responses API, legacy
  * completions, embeddings): usage, content, in-band errors, the answer so far. */
 import type { Usage } from "../../index.ts";
@@ -155,6 +174,7 @@ export function openaiDialect(includeUsage = true): Dialect {
     resume: resumeChat,
     marks: { usage: /"usage"\s*:\s*\{/, error: /error|response\.failed/ },
     endMark: "[DONE]",
+    finished: (json, event) => event.data.trim() === "[DONE]" || openaiFinished(json),
     provider: "openai",
     effect: openaiEffect,
     operation: openaiOperation,

@@ -77,6 +77,7 @@ export const ERROR_STATUS: Record<ErrorName, number> = {
   conflict: 409,
   server_error: 500,
   bad_request: 400,
+  content_filter: 400,
 };
 
 export const DEFAULT_MESSAGES: Record<ErrorName, string> = {
@@ -93,6 +94,8 @@ export const DEFAULT_MESSAGES: Record<ErrorName, string> = {
   conflict: "Conflicting concurrent request.",
   server_error: "The server had an error while processing your request.",
   bad_request: "Invalid request.",
+  content_filter:
+    "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
 };
 
 const sse = (data: unknown, event?: string) =>
@@ -110,6 +113,8 @@ const OPENAI_CODES: Record<ErrorName, [type: string, code: string | null]> = {
   conflict: ["invalid_request_error", "conflict"],
   server_error: ["server_error", null],
   bad_request: ["invalid_request_error", null],
+  // Azure OpenAI's prompt filter (its `type` is null there; the code is what clients read).
+  content_filter: ["invalid_request_error", "content_filter"],
 };
 
 let nextId = 0;
@@ -377,6 +382,7 @@ const ANTHROPIC_TYPES: Record<ErrorName, string> = {
   conflict: "invalid_request_error",
   server_error: "api_error",
   bad_request: "invalid_request_error",
+  content_filter: "invalid_request_error",
 };
 
 /** Anthropic messages. */
@@ -488,6 +494,7 @@ const GEMINI_STATUS: Record<ErrorName, string> = {
   conflict: "ABORTED",
   server_error: "INTERNAL",
   bad_request: "INVALID_ARGUMENT",
+  content_filter: "INVALID_ARGUMENT",
 };
 
 /** Gemini generateContent. */

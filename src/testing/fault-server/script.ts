@@ -18,7 +18,8 @@ export type ErrorName =
   | "timeout"
   | "conflict"
   | "server_error"
-  | "bad_request";
+  | "bad_request"
+  | "content_filter";
 export const ERROR_NAMES: readonly ErrorName[] = [
   "context_length",
   "insufficient_quota",
@@ -31,6 +32,7 @@ export const ERROR_NAMES: readonly ErrorName[] = [
   "conflict",
   "server_error",
   "bad_request",
+  "content_filter",
 ];
 
 /** How a stream goes wrong: after some chunks, a stall, a cut or an in-band error. */
@@ -39,8 +41,9 @@ export interface StreamFault {
   after: number;
   /** "stall": send nothing more; "cut": drop the connection; "error": an in-band error
    * event; "garbage": an event whose data is not JSON (a proxy's page, a broken encoder),
-   * then the end of the body. */
-  action: "stall" | "cut" | "error" | "garbage";
+   * then the end of the body; "end": end the body cleanly with no end of the answer (no
+   * `[DONE]`, no finish event). */
+  action: "stall" | "cut" | "error" | "garbage" | "end";
   /** The in-band error's name (default "overloaded"). */
   error?: ErrorName;
   /** "stall": keep the connection warm with the provider's keepalive (Anthropic's `ping`
@@ -138,7 +141,7 @@ const seconds = (min: number, max: number) => opt.num({ min, max });
 /** The one table of a stream fault's fields. */
 const STREAM = {
   after: opt.int({ default: 0 }),
-  action: opt.oneOf(["stall", "cut", "error", "garbage"] as const),
+  action: opt.oneOf(["stall", "cut", "error", "garbage", "end"] as const),
   error: opt.oneOf(ERROR_NAMES),
   keepaliveMs: seconds(10, 60_000),
 };
@@ -176,7 +179,7 @@ const RULE = {
 const rule: Rule<FaultRule> = (v, at, x) => {
   const r = parseOptions(v, RULE, x, at);
   if (r.stream && r.stream.action === undefined)
-    v.fail(`${at}.stream.action`, undefined, 'one of "stall", "cut", "error"');
+    v.fail(`${at}.stream.action`, undefined, 'one of "stall", "cut", "error", "garbage", "end"');
   if (r.afterWork && r.route !== "tools")
     v.fail(`${at}.afterWork`, true, 'used only with route "tools"');
   return r as FaultRule;

@@ -609,7 +609,8 @@ class FaultServerImpl {
     return { chunks, checkpoint };
   }
 
-  /** The stream's fault: a cut, an in-band error event, or a stall (kept warm if asked). */
+  /** The stream's fault: a cut, an in-band error event, garbage, an end with no end of the
+   * answer, or a stall (kept warm if asked). */
   async #fail(
     res: ServerResponse,
     arrival: Arrival,
@@ -627,6 +628,11 @@ class FaultServerImpl {
     } else if (fault.action === "garbage") {
       settle(this.#stats, arrival, "garbage");
       res.end("data: <html>502 Bad Gateway</html>\n\n");
+    } else if (fault.action === "end") {
+      // A clean end of the body with no end of the answer (no `[DONE]`, no finish event):
+      // a proxy or a provider that dropped the rest and closed politely.
+      settle(this.#stats, arrival, "ended");
+      res.end();
     } else {
       settle(this.#stats, arrival, "stall");
       if (fault.keepaliveMs !== undefined)
