@@ -1,13 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 // The gateway's overhead on loopback (npm run bench -- gateway): the same requests to a
 // mock upstream directly, through a bare Node pass-through proxy (the floor: one more HTTP
-// decode and encode each way) and through `breakwater gateway`, each server its own process,
-// measured side by side in one run, interleaved, at 1 and at 32 clients at once.
+// decode and encode each way), through `breakwater gateway` and through Portkey's gateway
+// (`@portkey-ai/gateway` from npm, installed into node_modules/.cache on the first run), each
+// server its own process, measured side by side in one run, interleaved, at 1 and at 32
+// clients at once: a JSON answer's whole time, and a stream's time to its first byte.
 
 const ANSWER = JSON.stringify({
   id: "chatcmpl-bench",
@@ -38,10 +40,31 @@ function serve(
   });
 }
 
+/** A streamed answer: twenty content chunks, the finish, the usage and [DONE]. */
+const chunk = (delta: object, finish: string | null, usage: object | null = null) =>
+  `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 1, model: "m", choices: usage ? [] : [{ index: 0, delta, finish_reason: finish }], usage })}\n\n`;
+const SSE = [
+  chunk({ role: "assistant", content: "" }, null),
+  ...Array.from({ length: 20 }, () => chunk({ content: "word " }, null)),
+  chunk({}, "stop"),
+  chunk({}, null, { prompt_tokens: 5, completion_tokens: 20, total_tokens: 25 }),
+  "data: [DONE]\n\n",
+].join("");
+const STREAM_BODY = JSON.stringify({
+  model: "m",
+  stream: true,
+  messages: [{ role: "user", content: "hi" }],
+});
+
 const UPSTREAM = `
 const http = require("node:http");
 const answer = ${JSON.stringify(ANSWER)};
-const s = http.createServer((req, res) => { req.resume(); req.on("end", () => {
+const sse = ${JSON.stringify(SSE)};
+const s = http.createServer((req, res) => { let body = ""; req.on("data", (d) => (body += d)); req.on("end", () => {
+  if (body.includes('"stream":true')) {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    return res.end(sse);
+  }
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) });
   res.end(answer); }); });
 s.keepAliveTimeout = 60000;
@@ -60,43 +83,85 @@ s.listen(0, "127.0.0.1", () => console.log("port", s.address().port));`;
 
 const agent = new (await import("node:http")).Agent({ keepAlive: true, maxSockets: 64 });
 
-/** One request's latency in ns. */
-function once(port: number, path: string): Promise<number> {
+/** Where a request goes: its port and the headers that route it there. */
+interface Target {
+  readonly name: string;
+  readonly port: number;
+  readonly headers: Record<string, string>;
+}
+
+/** One request's latency in ns: to the end of a JSON answer, or to a stream's first byte. */
+function once(to: Target, stream: boolean): Promise<number> {
+  const body = stream ? STREAM_BODY : BODY;
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
     const req = request(
       {
         host: "127.0.0.1",
-        port,
-        path,
+        port: to.port,
+        path: "/v1/chat/completions",
         method: "POST",
         agent,
         headers: {
           "content-type": "application/json",
           authorization: "Bearer k",
-          "content-length": Buffer.byteLength(BODY),
+          "content-length": Buffer.byteLength(body),
+          ...to.headers,
         },
       },
       (res) => {
-        res.resume();
-        res.on("end", () => resolve(Number(process.hrtime.bigint() - t0)));
+        let first: number | undefined;
+        res.on("data", () => {
+          first ??= Number(process.hrtime.bigint() - t0);
+        });
+        res.on("end", () => {
+          if (res.statusCode !== 200) reject(new Error(`${to.name}: status ${res.statusCode}`));
+          else resolve(stream ? first! : Number(process.hrtime.bigint() - t0));
+        });
       },
     );
     req.on("error", reject);
-    req.end(BODY);
+    req.end(body);
   });
 }
 
 /** `n` requests by `clients` at once: every latency. */
-async function load(port: number, path: string, n: number, clients: number): Promise<number[]> {
+async function load(to: Target, stream: boolean, n: number, clients: number): Promise<number[]> {
   const out: number[] = [];
   let left = n;
   await Promise.all(
     Array.from({ length: clients }, async () => {
-      while (left-- > 0) out.push(await once(port, path));
+      while (left-- > 0) out.push(await once(to, stream));
     }),
   );
   return out;
+}
+
+const PORTKEY = "@portkey-ai/gateway@1.15.2";
+
+/** Portkey's gateway from npm, installed once into node_modules/.cache, started headless. */
+async function portkey(): Promise<{ child: ChildProcess; port: number }> {
+  const dir = join(import.meta.dirname, "../node_modules/.cache/bench-portkey");
+  const entry = join(dir, "node_modules/@portkey-ai/gateway/build/start-server.js");
+  if (!existsSync(entry)) {
+    console.log(`installing ${PORTKEY} into node_modules/.cache/bench-portkey (once)`);
+    mkdirSync(dir, { recursive: true });
+    execFileSync("npm", ["install", "--prefix", dir, "--no-audit", "--no-fund", PORTKEY], {
+      stdio: "ignore",
+    });
+  }
+  const port = 18_700 + Math.floor(Math.random() * 200);
+  const child = spawn(process.execPath, [entry, `--port=${port}`, "--headless"], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, NODE_ENV: "production" },
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (d) => {
+      if (String(d).includes("Ready for connections")) resolve();
+    });
+    child.once("exit", (c) => reject(new Error(`portkey exited ${c}`)));
+  });
+  return { child, port };
 }
 
 const pct = (xs: number[], p: number) =>
@@ -134,33 +199,45 @@ export async function benchGateway(): Promise<void> {
     });
     child.once("exit", (c) => reject(new Error(`gateway exited ${c}`)));
   });
+  const pk = await portkey();
+  const to = (name: string, port: number, headers: Record<string, string> = {}): Target => ({
+    name,
+    port,
+    headers,
+  });
   const targets = [
-    ["direct", up.port, "/v1/chat/completions"],
-    ["bare proxy", proxy.port, "/v1/chat/completions"],
-    ["breakwater gateway", gateway.port, "/v1/chat/completions"],
-  ] as const;
+    to("direct", up.port),
+    to("bare proxy", proxy.port),
+    to("breakwater gateway", gateway.port),
+    to("portkey gateway", pk.port, {
+      "x-portkey-provider": "openai",
+      "x-portkey-custom-host": `http://127.0.0.1:${up.port}/v1`,
+    }),
+  ];
   try {
-    for (const clients of [1, 32]) {
-      const n = clients === 1 ? 2_000 : 8_000;
-      for (const [, port, path] of targets) await load(port, path, 500, clients); // warm-up
-      const samples = new Map<string, number[]>(targets.map(([name]) => [name, []]));
-      for (let round = 0; round < 6; round++)
-        for (const [name, port, path] of round % 2 === 0 ? targets : [...targets].reverse())
-          samples.get(name)!.push(...(await load(port, path, n / 6, clients)));
-      const direct = samples.get("direct")!;
-      console.log(
-        `\ngateway, ${clients} client${clients > 1 ? "s" : ""} at once, ${n} requests each, ~1 KB JSON:`,
-      );
-      for (const [name] of targets) {
-        const s = samples.get(name)!;
-        const added = (p: number) => (pct(s, p) - pct(direct, p)).toFixed(3);
+    for (const stream of [false, true])
+      for (const clients of [1, 32]) {
+        const n = clients === 1 ? 2_000 : 8_000;
+        for (const t of targets) await load(t, stream, 500, clients); // warm-up
+        const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+        for (let round = 0; round < 6; round++)
+          for (const t of round % 2 === 0 ? targets : [...targets].reverse())
+            samples.get(t.name)!.push(...(await load(t, stream, n / 6, clients)));
+        const direct = samples.get("direct")!;
+        const what = stream ? "a stream's first byte (22 events)" : "~1 KB JSON";
         console.log(
-          `  ${name.padEnd(20)} p50 ${pct(s, 0.5).toFixed(3)} ms  p99 ${pct(s, 0.99).toFixed(3)} ms   added p50 ${added(0.5)} ms  p99 ${added(0.99)} ms`,
+          `\ngateway, ${clients} client${clients > 1 ? "s" : ""} at once, ${n} requests each, ${what}:`,
         );
+        for (const t of targets) {
+          const s = samples.get(t.name)!;
+          const added = (p: number) => (pct(s, p) - pct(direct, p)).toFixed(3);
+          console.log(
+            `  ${t.name.padEnd(20)} p50 ${pct(s, 0.5).toFixed(3)} ms  p99 ${pct(s, 0.99).toFixed(3)} ms   added p50 ${added(0.5)} ms  p99 ${added(0.99)} ms`,
+          );
+        }
       }
-    }
   } finally {
-    for (const c of [up.child, proxy.child, gateway.child]) c.kill();
+    for (const c of [up.child, proxy.child, gateway.child, pk.child]) c.kill();
     agent.destroy();
     rmSync(dir, { recursive: true, force: true });
   }

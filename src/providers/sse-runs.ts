@@ -6,7 +6,7 @@
  * they save is measured in docs/benchmarks.md ("the marks and the runs"): a run or a mark
  * skipped here changes the cost of a stream, never what it reads.
  */
-import type { Usage } from "../core/usage.ts";
+import type { Usage } from "../index.ts";
 import type { Dialect } from "./dialect.ts";
 import { cutEvents, SseEvent, startsJsonOrEnds, WHOLE } from "./sse-event.ts";
 

@@ -382,7 +382,7 @@ describe("faults on script", () => {
       /"rules\[0\].route" must be one of "openai"/,
     );
     expect(() => parseScript({ rules: [{ stream: { after: 1, action: "explode" } }] })).toThrow(
-      /"rules\[0\].stream.action" must be one of "stall", "cut", "error", "garbage"; got "explode"/,
+      /"rules\[0\].stream.action" must be one of "stall", "cut", "error", "garbage", "end"; got "explode"/,
     );
     expect(() => parseScript({ rules: [{ sttus: 503 }] })).toThrow(
       /"rules\[0\].sttus" must be a known option/,
