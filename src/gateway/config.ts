@@ -48,6 +48,11 @@ export interface GatewayConfig {
    * through one Redis (`sharedState()`; needs the `redis` package): `redis` is its URL or
    * "env:NAME". Read at start: a reload keeps the fleet it started with. */
   fleet?: { redis: string; prefix?: string; syncMs?: number };
+  /** Requests with an `Idempotency-Key`: a whole 2xx answer is kept `ttlMs` and handed to
+   * the same request again (by the same client key, to the same path), within `maxBytes` of
+   * answers in all; `false` forwards the header and keeps nothing. Read at start.
+   * @default { ttlMs: 3600000, maxBytes: 64 MiB } */
+  idempotency?: false | { ttlMs?: number; maxBytes?: number };
 }
 
 /** A configuration read and checked, its keys resolved. */
@@ -63,6 +68,8 @@ export interface Resolved {
   readonly fleet:
     | { readonly redis: string; readonly prefix: string; readonly syncMs: number }
     | undefined;
+  /** Undefined: Idempotency-Key forwarded, nothing kept. */
+  readonly idempotency: { readonly ttlMs: number; readonly maxBytes: number } | undefined;
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -118,6 +125,10 @@ const SPEC = {
     prefix: opt.str({ pattern: /^[\w:.-]+$/, allowed: "letters, digits and _ : . -" }),
     syncMs: opt.int({ min: 10, max: 60_000 }),
   }),
+  idempotency: opt.any<false | { ttlMs?: number; maxBytes?: number }>(
+    (x) => x === false || (x !== null && typeof x === "object" && !Array.isArray(x)),
+    "false, or { ttlMs, maxBytes }",
+  ),
 } satisfies Record<keyof GatewayConfig, Rule<unknown>>;
 
 /** One model's targets, each an upstream that exists. */
@@ -177,6 +188,16 @@ function upstreamsOf(
   return upstreams;
 }
 
+const IDEMPOTENCY = {
+  ttlMs: opt.int({ min: 1_000, max: 7 * 86_400_000, default: 3_600_000 }),
+  maxBytes: opt.int({ min: 1 << 16, default: 64 << 20 }),
+};
+
+/** How long, and how much of, the answers to Idempotency-Key requests are kept. */
+function idempotencyOf(v: Validator, x: unknown) {
+  return x === false ? undefined : parseOptions(v, IDEMPOTENCY, x ?? {}, "idempotency");
+}
+
 /** Reads a configuration (parsed JSON), naming the key and value of anything wrong. */
 export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Resolved {
   const v = new Validator("gateway config");
@@ -214,6 +235,7 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
         };
   return {
     fleet,
+    idempotency: idempotencyOf(v, o.idempotency),
     host,
     port: o.listen?.port ?? 8790,
     keys: new Set(keys),

@@ -41,6 +41,7 @@ import type { SharedState } from "../redis/index.ts";
 import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
 import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
 import { GatewayMetrics } from "./metrics.ts";
+import { type Answer, IDEMPOTENCY_KEY, Replays } from "./replays.ts";
 import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
 import { Runs, Tally } from "./runs.ts";
 import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
@@ -162,19 +163,18 @@ function hopsOf(state: State, model: string | undefined): Hop[] | undefined {
   }));
 }
 
-/** What the gateway keeps across requests: its counters, and the agents' runs. */
+/** What the gateway keeps across requests: its counters, the agents' runs, and the answers
+ * to requests with an Idempotency-Key. */
 interface Books {
   readonly metrics: GatewayMetrics;
   readonly runs: Runs;
+  /** Undefined when the configuration the gateway started with turned them off. */
+  readonly replays: Replays | undefined;
 }
 
 /** One client request, start to end. */
-async function handle(
-  state: State,
-  { metrics, runs }: Books,
-  req: IncomingMessage,
-  out: ServerResponse,
-) {
+async function handle(state: State, books: Books, req: IncomingMessage, out: ServerResponse) {
+  const { metrics } = books;
   const url = new URL(req.url ?? "/", "http://gateway");
   if (req.method === "GET" && url.pathname === "/metrics") {
     out.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
@@ -201,14 +201,8 @@ async function handle(
   }
   const json = parse(text);
   const call = readCall(req.method ?? "GET", url.pathname, url.search, text, json);
-  if (call === undefined)
-    return fail(
-      out,
-      wire,
-      404,
-      "unknown_route",
-      `no API here answers ${req.method} ${url.pathname}`,
-    );
+  const unknown = `no API here answers ${req.method} ${url.pathname}`;
+  if (call === undefined) return fail(out, wire, 404, "unknown_route", unknown);
   if (json === undefined && call.wire !== "google")
     return fail(out, wire, 400, "invalid_json", "the body is not a JSON object");
   const hops = hopsOf(state, call.model);
@@ -220,10 +214,67 @@ async function handle(
       "model_not_found",
       `the gateway has no route for the model ${JSON.stringify(call.model)}`,
     );
-  await forward(state, { metrics, runs }, call, hops, req, out);
+  const idem = req.headers["idempotency-key"];
+  const go = (keep?: (answer: Answer | undefined) => void) =>
+    forward(state, books, call, hops, req, out, keep);
+  if (idem === undefined || books.replays === undefined) return go();
+  if (typeof idem !== "string" || !IDEMPOTENCY_KEY.test(idem))
+    return fail(out, wire, 400, "invalid_idempotency_key", IDEMPOTENCY_ALLOWED);
+  // One client's key, one route: another client's same key is another request.
+  await once(books.replays, `${key}\n${req.method} ${url.pathname}\n${idem}`, text, go, wire, out);
 }
 
-/** Sends the call on and hands the client what came back, as it comes. */
+const IDEMPOTENCY_ALLOWED = "an Idempotency-Key of 1 to 255 printable ASCII characters";
+
+/** A request with an Idempotency-Key: the first goes upstream and its whole 2xx answer is
+ * kept; the same request again gets that answer (`x-breakwater-replayed: true`), nothing
+ * sent; again while the first is under way, it waits for it; the key with another body
+ * is a 422. */
+async function once(
+  replays: Replays,
+  key: string,
+  body: string,
+  run: (keep: (answer: Answer | undefined) => void) => Promise<void>,
+  wire: ClientCall["wire"],
+  out: ServerResponse,
+): Promise<void> {
+  for (;;) {
+    const turn = replays.begin(key, body);
+    if (turn.kind === "first") {
+      let told = false;
+      const keep = (answer: Answer | undefined) => {
+        told = true;
+        turn.done(answer);
+      };
+      try {
+        return await run(keep);
+      } finally {
+        if (!told) turn.done(undefined);
+      }
+    }
+    if (turn.kind === "wait") await turn.settled;
+    else if (turn.kind === "mismatch")
+      return fail(
+        out,
+        wire,
+        422,
+        "idempotency_key_reused",
+        "this Idempotency-Key came with another request body",
+      );
+    else {
+      const { status, headers, body: answer } = turn.answer;
+      out.writeHead(status, {
+        ...headers,
+        "x-breakwater-replayed": "true",
+        "content-length": String(answer.length),
+      });
+      return void out.end(answer);
+    }
+  }
+}
+
+/** Sends the call on and hands the client what came back, as it comes; `keep` is told the
+ * answer once it was handed on whole and 2xx (else undefined). */
 async function forward(
   state: State,
   { metrics, runs }: Books,
@@ -231,6 +282,7 @@ async function forward(
   hops: Hop[],
   req: IncomingMessage,
   out: ServerResponse,
+  keep: (answer: Answer | undefined) => void = () => {},
 ) {
   const model = call.model ?? "";
   const gone = new AbortController();
@@ -244,6 +296,7 @@ async function forward(
   try {
     res = await send(hops, call, req.headers, gone.signal, t.run);
   } catch (error) {
+    keep(undefined);
     const r = refusal(error);
     metrics.request(model, r.reason);
     metrics.attempts(model, t.attempts);
@@ -260,27 +313,55 @@ async function forward(
   }
   const streaming =
     res.body !== null && (res.headers.get("content-type") ?? "").includes("event-stream");
-  if (!streaming) {
-    const body = Buffer.from(await res.arrayBuffer());
-    // A non-2xx answer is the provider's, handed on when the policy gave up on it: why.
-    const why = res.ok ? undefined : (reasonOf({ headers: res.headers }) ?? "not-retryable");
-    metrics.request(model, why ?? "ok");
-    metrics.attempts(model, t.attempts);
-    const cost = t.cost();
-    metrics.tokens(model, cost.billed, cost.wasted);
-    const said: Record<string, string> = why === undefined ? {} : { "x-breakwater-reason": why };
-    out.writeHead(res.status, {
-      ...headersOf(res, t, { ...costHeaders(cost), ...said }),
-      "content-length": String(body.length),
-    });
-    return void out.end(body);
-  }
-  out.writeHead(res.status, headersOf(res, t));
-  const ended = await pipeStream(res.body!, out, call, state.config.keepAliveMs);
+  const answer = streaming
+    ? await handOnStream(res, t, call, out, state.config.keepAliveMs, metrics)
+    : await handOnJson(res, t, model, out, metrics);
+  keep(res.ok ? answer : undefined);
+}
+
+/** A JSON answer, whole, with what it cost; what was handed on. */
+async function handOnJson(
+  res: Response,
+  t: Tally,
+  model: string,
+  out: ServerResponse,
+  metrics: GatewayMetrics,
+): Promise<Answer> {
+  const body = Buffer.from(await res.arrayBuffer());
+  // A non-2xx answer is the provider's, handed on when the policy gave up on it: why.
+  const why = res.ok ? undefined : (reasonOf({ headers: res.headers }) ?? "not-retryable");
+  metrics.request(model, why ?? "ok");
+  metrics.attempts(model, t.attempts);
+  const cost = t.cost();
+  metrics.tokens(model, cost.billed, cost.wasted);
+  const said: Record<string, string> = why === undefined ? {} : { "x-breakwater-reason": why };
+  const headers = headersOf(res, t, { ...costHeaders(cost), ...said });
+  out.writeHead(res.status, { ...headers, "content-length": String(body.length) });
+  out.end(body);
+  return { status: res.status, headers, body };
+}
+
+/** A stream, passed on as it comes; what was handed on, when it ended whole. */
+async function handOnStream(
+  res: Response,
+  t: Tally,
+  call: ClientCall,
+  out: ServerResponse,
+  keepAliveMs: number,
+  metrics: GatewayMetrics,
+): Promise<Answer | undefined> {
+  const model = call.model ?? "";
+  const headers = headersOf(res, t);
+  out.writeHead(res.status, headers);
+  const seen: Buffer[] = [];
+  const ended = await pipeStream(res.body!, out, call, keepAliveMs, (c) =>
+    seen.push(Buffer.from(c)),
+  );
   metrics.request(model, ended);
   metrics.attempts(model, t.attempts);
   const cost = t.cost();
   metrics.tokens(model, cost.billed, cost.wasted);
+  return ended === "ok" ? { status: res.status, headers, body: Buffer.concat(seen) } : undefined;
 }
 
 /** Joins the fleet's Redis: a client (the `redis` package) and the shared state on it. */
@@ -309,7 +390,12 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
   const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
   let state = live(first, undefined, fleet?.state);
   const metrics = new GatewayMetrics();
-  const books: Books = { metrics, runs: new Runs() };
+  const idem = first.idempotency ?? { ttlMs: 0, maxBytes: 0 };
+  const books: Books = {
+    metrics,
+    runs: new Runs(),
+    replays: new Replays(idem.ttlMs, idem.maxBytes),
+  };
   const inFlight = new Set<Promise<void>>();
   const server: Server = createServer(
     { maxHeaderSize: 16_384, requestTimeout: 60_000 },

@@ -52,13 +52,14 @@ async function write(out: ServerResponse, chunk: Uint8Array | string): Promise<v
  * Passes a stream on as it arrives, nothing held back. A quiet stream gets an SSE comment
  * every `keepAliveMs`; a stream that breaks after content ends with an error event in the
  * client's format (never `[DONE]`, never a clean end of a cut answer). The client leaving
- * cancels the upstream's.
+ * cancels the upstream's. `seen` is shown each chunk handed on.
  */
 export async function pipeStream(
   body: ReadableStream<Uint8Array>,
   out: ServerResponse,
   call: ClientCall,
   keepAliveMs: number,
+  seen: (chunk: Uint8Array) => void = () => {},
 ): Promise<"ok" | "stream-interrupted" | "left"> {
   const reader = body.getReader();
   let last = Date.now();
@@ -80,6 +81,7 @@ export async function pipeStream(
       if (done) return "ok";
       if (out.destroyed) return "left";
       last = Date.now();
+      seen(value);
       await write(out, value);
     }
   } catch (error) {

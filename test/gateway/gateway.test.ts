@@ -358,6 +358,75 @@ for _ in range(2):
   }, 300_000);
 });
 
+describe("gateway: Idempotency-Key", () => {
+  const withKey = (k: string) => ({ headers: { "Idempotency-Key": k } });
+
+  it("the same request again gets the first answer, nothing sent; another body with the key is a 422", async () => {
+    const first = await openai().chat.completions.create(ask(), withKey("k-1")).withResponse();
+    const again = await openai().chat.completions.create(ask(), withKey("k-1")).withResponse();
+    expect(again.data).toEqual(first.data);
+    expect(first.response.headers.get("x-breakwater-replayed")).toBeNull();
+    expect(again.response.headers.get("x-breakwater-replayed")).toBe("true");
+    expect(sent(primary)).toBe(1);
+    const other = await openai()
+      .chat.completions.create(ask("chained"), withKey("k-1"))
+      .catch((x: unknown) => x);
+    expect(other).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect((other as { code?: string }).code).toBe("idempotency_key_reused");
+    expect(sent(primary) + sent(backup)).toBe(1);
+  });
+
+  it("asked again while the first is under way, it waits for it: one request upstream, one answer twice", async () => {
+    script({ rules: [{ headersDelayMs: 300 }] });
+    const [a, b] = await Promise.all(
+      [0, 1].map(() => openai().chat.completions.create(ask(), withKey("k-2")).withResponse()),
+    );
+    expect(b!.data).toEqual(a!.data);
+    const replayed = [a, b].map((r) => r!.response.headers.get("x-breakwater-replayed"));
+    expect(replayed.sort()).toEqual(["true", null].sort());
+    expect(sent(primary)).toBe(1);
+  });
+
+  it("a failure is not kept: the same request again is sent again", async () => {
+    script({ rules: [{ requests: [1, 1], status: 400, error: "context_length" }] });
+    const e = await openai()
+      .chat.completions.create(ask(), withKey("k-3"))
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    const r = await openai().chat.completions.create(ask(), withKey("k-3"));
+    expect(r.choices[0]?.message.content).toBe(HELLO);
+    expect(sent(primary)).toBe(2);
+  });
+
+  it("a stream read whole is kept and handed again whole; a key that is not printable ASCII is a 400", async () => {
+    const read = async () => {
+      const s = await openai()
+        .chat.completions.create({ ...ask(), stream: true }, withKey("k-4"))
+        .withResponse();
+      let text = "";
+      for await (const c of s.data) text += c.choices[0]?.delta?.content ?? "";
+      return { text, replayed: s.response.headers.get("x-breakwater-replayed") };
+    };
+    expect(await read()).toEqual({ text: HELLO, replayed: null });
+    expect(await read()).toEqual({ text: HELLO, replayed: "true" });
+    expect(sent(primary)).toBe(1);
+    const bad = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        "content-type": "application/json",
+        "idempotency-key": "x".repeat(256),
+      },
+      body: JSON.stringify(ask()),
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe(
+      "invalid_idempotency_key",
+    );
+    expect(sent(primary)).toBe(1);
+  });
+});
+
 describe("gateway: an agent's run across requests", () => {
   const call = (headers: Record<string, string>) =>
     fetch(`${gw.url}/v1/chat/completions`, {
@@ -467,6 +536,12 @@ describe("gateway: nobody in who does not belong", () => {
     await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(ConfigError);
     await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(/models.m.upstream/);
     await expect(gateway({ ...base, extra: 1 })).rejects.toThrow(/"extra"/);
+    await expect(gateway({ ...base, idempotency: true })).rejects.toThrow(
+      /"idempotency" must be false, or \{ ttlMs, maxBytes \}; got true/,
+    );
+    await expect(gateway({ ...base, idempotency: { ttlMs: 5 } })).rejects.toThrow(
+      /"idempotency.ttlMs"/,
+    );
   });
 
   it("counts on /metrics: requests by model and outcome, attempts, tokens", async () => {
