@@ -2,7 +2,7 @@ import { type Gateway, gateway } from "../gateway/gateway.ts";
 import { integer, parse, readNamed, UsageError } from "./args.ts";
 import { runCommand } from "./fault-server.ts";
 
-export const GATEWAY_USAGE = `usage: breakwater gateway --config gateway.json [--port N] [-- command ...]
+export const GATEWAY_USAGE = `usage: breakwater gateway --config gateway.json|gateway.yaml [--port N] [-- command ...]
 
 One retry layer for any language, behind one base URL: an HTTP server that speaks OpenAI's,
 Anthropic's and Google's APIs as their SDKs send them, each model name routed to an upstream
@@ -14,21 +14,45 @@ With "-- command ...", it runs the command once it listens, the SDKs' base URLs 
 it with the config's first key (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL,
 their keys, and BREAKWATER_GATEWAY_URL), and stops when the command ends, with its code.
 
-  --config file.json  listen, keys, upstreams and models (docs/gateway.md); keys as "env:NAME"
+  --config file       listen, keys, upstreams and models (docs/gateway.md), as JSON, or YAML
+                      for a name ending in .yaml or .yml (with the yaml package); keys as "env:NAME"
   --port N            overrides listen.port`;
 
-/** Reads the config file: JSON, named in the error when it is not. */
+/** Reads the config file: JSON, or YAML for a name ending in .yaml or .yml (with the `yaml`
+ * package installed); named in the error when it does not read. */
 async function readConfig(file: string, port: number | undefined): Promise<unknown> {
   const text = await readNamed("config", file);
-  let config: Record<string, unknown>;
+  const config = /\.ya?ml$/i.test(file) ? await fromYaml(file, text) : fromJson(file, text);
+  if (config === null || typeof config !== "object" || Array.isArray(config))
+    throw new UsageError(
+      `--config ${file}: not an object of settings (listen, keys, upstreams, models)`,
+    );
+  if (port === undefined) return config;
+  const listen = ((config as Record<string, unknown>).listen ?? {}) as Record<string, unknown>;
+  return { ...config, listen: { ...listen, port } };
+}
+
+function fromJson(file: string, text: string): unknown {
   try {
-    config = JSON.parse(text) as Record<string, unknown>;
+    return JSON.parse(text);
   } catch (error) {
     throw new UsageError(`--config ${file}: not JSON (${(error as Error).message})`);
   }
-  if (port === undefined) return config;
-  const listen = (config.listen ?? {}) as Record<string, unknown>;
-  return { ...config, listen: { ...listen, port } };
+}
+
+/** YAML 1.2, its core schema: a key given twice is an error, not the last one winning;
+ * anchors and aliases work (one policy for several upstreams), within the parser's bound. */
+async function fromYaml(file: string, text: string): Promise<unknown> {
+  const yaml = await import("yaml").catch(() => {
+    throw new UsageError(
+      `--config ${file}: a YAML config needs the yaml package (npm install yaml), or write it as JSON`,
+    );
+  });
+  try {
+    return yaml.parse(text, { uniqueKeys: true, prettyErrors: true });
+  } catch (error) {
+    throw new UsageError(`--config ${file}: not YAML (${(error as Error).message})`);
+  }
 }
 
 /** Runs the gateway until SIGINT/SIGTERM; SIGHUP reads the config again. */
