@@ -45,8 +45,9 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // The engines' step wrappers: the entries, the AI SDK middleware a Restate handler wraps,
   // and core alone where workflow code must import nothing else (temporal-retry.ts).
   engines: (t) => LIBRARY(t) || ["core", "providers"].includes(folder(t)),
-  // The gateway: the entries, the fetch layer it sends through, a fleet's shared state.
-  gateway: (t) => LIBRARY(t) || ["providers", "redis"].includes(folder(t)),
+  // The gateway: the entries, the fetch layer it sends through, a fleet's shared state, the
+  // OpenTelemetry observer.
+  gateway: (t) => LIBRARY(t) || ["providers", "redis", "otel"].includes(folder(t)),
   otel: LIBRARY,
   redis: LIBRARY,
   testing: (t) => ENTRIES.has(t),

@@ -53,6 +53,10 @@ export interface GatewayConfig {
    * answers in all; `false` forwards the header and keeps nothing. Read at start.
    * @default { ttlMs: 3600000, maxBytes: 64 MiB } */
   idempotency?: false | { ttlMs?: number; maxBytes?: number };
+  /** Each upstream's calls traced and measured by `breakwater/otel` on the process's global
+   * OpenTelemetry providers (`@opentelemetry/api` installed, an SDK registered), inside the
+   * trace a client's `traceparent` names. Read at start. @default false */
+  otel?: boolean;
 }
 
 /** A configuration read and checked, its keys resolved. */
@@ -68,6 +72,7 @@ export interface Resolved {
   readonly fleet:
     | { readonly redis: string; readonly prefix: string; readonly syncMs: number }
     | undefined;
+  readonly otel: boolean;
   /** Undefined: Idempotency-Key forwarded, nothing kept. */
   readonly idempotency: { readonly ttlMs: number; readonly maxBytes: number } | undefined;
 }
@@ -125,6 +130,7 @@ const SPEC = {
     prefix: opt.str({ pattern: /^[\w:.-]+$/, allowed: "letters, digits and _ : . -" }),
     syncMs: opt.int({ min: 10, max: 60_000 }),
   }),
+  otel: opt.bool(false),
   idempotency: opt.any<false | { ttlMs?: number; maxBytes?: number }>(
     (x) => x === false || (x !== null && typeof x === "object" && !Array.isArray(x)),
     "false, or { ttlMs, maxBytes }",
@@ -236,6 +242,7 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
   return {
     fleet,
     idempotency: idempotencyOf(v, o.idempotency),
+    otel: o.otel,
     host,
     port: o.listen?.port ?? 8790,
     keys: new Set(keys),

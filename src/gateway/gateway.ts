@@ -38,12 +38,13 @@ import {
 import { safeJson } from "../providers/dialect.ts";
 import { guardedFetch } from "../providers/fetch.ts";
 import type { SharedState } from "../redis/index.ts";
-import { type GatewayConfig, type Resolved, resolveConfig } from "./config.ts";
+import { type GatewayConfig, type Resolved, resolveConfig, type UpstreamConfig } from "./config.ts";
 import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { type Answer, IDEMPOTENCY_KEY, Replays } from "./replays.ts";
 import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
 import { Runs, Tally } from "./runs.ts";
+import { type Telemetry, telemetry } from "./telemetry.ts";
 import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
 
 export type { GatewayConfig, ModelRoute, Target, UpstreamConfig, Wire } from "./config.ts";
@@ -72,8 +73,15 @@ type Shared = Pick<SharedState, "admission" | "budget" | "breaker">;
 
 /** An upstream's policy: its options, with its admission (or retry budget) and its breaker
  * shared by the fleet when there is one. */
-function policyFor(name: string, settings: PolicyOptions | undefined, fleet: Shared | undefined) {
+function policyFor(
+  name: string,
+  u: Pick<UpstreamConfig, "policy" | "wire">,
+  fleet: Shared | undefined,
+  tele: Telemetry | undefined,
+) {
+  const settings = u.policy;
   const o: PolicyOptions = { ...settings };
+  if (tele !== undefined && o.observe === undefined) o.observe = tele.observer(u.wire);
   if (fleet !== undefined) {
     const budget = o.budget ?? o.admission;
     delete o.admission;
@@ -85,7 +93,9 @@ function policyFor(name: string, settings: PolicyOptions | undefined, fleet: Sha
       o.breaker = fleet.breaker(name, o.breaker as CircuitBreakerOptions);
   }
   try {
-    return policy(o);
+    const p = policy(o);
+    tele?.observe(u.wire, p);
+    return p;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError("gateway config", `upstreams.${name}.policy`, settings, message);
@@ -93,7 +103,7 @@ function policyFor(name: string, settings: PolicyOptions | undefined, fleet: Sha
 }
 
 /** Each upstream with its policy and fetch layer; one unchanged since `prior` keeps its own. */
-function live(config: Resolved, prior: State | undefined, fleet?: Shared): State {
+function live(config: Resolved, prior: State | undefined, fleet?: Shared, tele?: Telemetry): State {
   const upstreams = new Map<string, LiveUpstream>();
   for (const [name, u] of config.upstreams) {
     const was = prior?.upstreams.get(name);
@@ -107,7 +117,7 @@ function live(config: Resolved, prior: State | undefined, fleet?: Shared): State
       upstreams.set(name, was);
       continue;
     }
-    const p = policyFor(name, u.policy, fleet);
+    const p = policyFor(name, u, fleet, tele);
     const { policy: settings, ...rest } = u;
     upstreams.set(name, { ...rest, name, policy: p, settings, fetch: guardedFetch({ policy: p }) });
   }
@@ -170,6 +180,8 @@ interface Books {
   readonly runs: Runs;
   /** Undefined when the configuration the gateway started with turned them off. */
   readonly replays: Replays | undefined;
+  /** With `"otel": true`: the trace a client's headers carry is continued. */
+  readonly telemetry: Telemetry | undefined;
 }
 
 /** One client request, start to end. */
@@ -277,13 +289,14 @@ async function once(
  * answer once it was handed on whole and 2xx (else undefined). */
 async function forward(
   state: State,
-  { metrics, runs }: Books,
+  books: Books,
   call: ClientCall,
   hops: Hop[],
   req: IncomingMessage,
   out: ServerResponse,
   keep: (answer: Answer | undefined) => void = () => {},
 ) {
+  const { metrics, runs } = books;
   const model = call.model ?? "";
   const gone = new AbortController();
   out.once("close", () => {
@@ -294,7 +307,8 @@ async function forward(
   const t = new Tally(joined.run);
   let res: Response;
   try {
-    res = await send(hops, call, req.headers, gone.signal, t.run);
+    const go = () => send(hops, call, req.headers, gone.signal, t.run);
+    res = await (books.telemetry === undefined ? go() : books.telemetry.within(req.headers, go));
   } catch (error) {
     keep(undefined);
     const r = refusal(error);
@@ -388,14 +402,12 @@ async function joinFleet(f: NonNullable<Resolved["fleet"]>) {
 export async function gateway(config: GatewayConfig | unknown): Promise<Gateway> {
   const first = resolveConfig(config);
   const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
-  let state = live(first, undefined, fleet?.state);
+  const tele = first.otel ? await telemetry() : undefined;
+  let state = live(first, undefined, fleet?.state, tele);
   const metrics = new GatewayMetrics();
-  const idem = first.idempotency ?? { ttlMs: 0, maxBytes: 0 };
-  const books: Books = {
-    metrics,
-    runs: new Runs(),
-    replays: new Replays(idem.ttlMs, idem.maxBytes),
-  };
+  const idem = first.idempotency;
+  const replays = idem === undefined ? undefined : new Replays(idem.ttlMs, idem.maxBytes);
+  const books: Books = { metrics, runs: new Runs(), replays, telemetry: tele };
   const inFlight = new Set<Promise<void>>();
   const server: Server = createServer(
     { maxHeaderSize: 16_384, requestTimeout: 60_000 },
@@ -419,7 +431,7 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
     url: `http://${host}:${port}`,
     metrics,
     reload(next) {
-      state = live(resolveConfig(next), state, fleet?.state);
+      state = live(resolveConfig(next), state, fleet?.state, tele);
       server.maxConnections = state.config.maxConnections;
     },
     async close() {
