@@ -387,6 +387,23 @@ describe("gateway: Idempotency-Key", () => {
     expect(sent(primary)).toBe(1);
   });
 
+  it("with idempotency: false the header is passed on and nothing kept", async () => {
+    const off = await gateway({
+      listen: { port: 0 },
+      keys: [KEY],
+      idempotency: false,
+      upstreams: { u: { wire: "openai", baseUrl: `${primary.url}/v1`, apiKey: "u" } },
+      models: { "*": "u" },
+    });
+    try {
+      const client = new OpenAI({ baseURL: `${off.url}/v1`, apiKey: KEY, maxRetries: 0 });
+      for (let i = 0; i < 2; i++) await client.chat.completions.create(ask(), withKey("k-off"));
+      expect(sent(primary)).toBe(2);
+    } finally {
+      await off.close();
+    }
+  });
+
   it("a failure is not kept: the same request again is sent again", async () => {
     script({ rules: [{ requests: [1, 1], status: 400, error: "context_length" }] });
     const e = await openai()
