@@ -45,6 +45,12 @@ beforeAll(async () => {
         apiKey: "env:BW_TEST_UPSTREAM_KEY",
         policy: { ...FAST, attemptTimeoutMs: 300, firstTokenTimeoutMs: 300, idleTimeoutMs: 300 },
       },
+      hedged: {
+        wire: "openai",
+        baseUrl: `${primary.url}/v1`,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: { ...FAST, hedge: { afterMs: 150, maxExtraRatio: 1 } },
+      },
       anthropic: {
         wire: "anthropic",
         baseUrl: primary.url,
@@ -63,6 +69,7 @@ beforeAll(async () => {
       chained: ["openai", "backup"],
       "slow-chained": ["slow", { upstream: "backup", model: "backup-model" }],
       slow: "slow",
+      hedged: "hedged",
       "claude-sonnet": "anthropic",
       "gemini-flash": "google",
     },
@@ -214,6 +221,23 @@ describe("gateway: JSON calls through the official openai client", () => {
     expect(served.slice(-3)).toEqual(["primary", "primary", "primary"]); // healthy again: back
     expect(sent(primary) + sent(backup)).toBe(attempts.reduce((a, b) => a + b, 0));
   }, 30_000);
+
+  it("hedging, as the upstream's policy asks: a silent first attempt raced by a hedge that answers, JSON and streamed", async () => {
+    script({ rules: [{ requests: [1, 1], headersDelayMs: 5_000 }] });
+    const t0 = Date.now();
+    const r = await openai().chat.completions.create(ask("hedged")).withResponse();
+    expect(r.data.choices[0]?.message.content).toBe(HELLO);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(r.response.headers.get("x-breakwater-attempts")).toBe("2");
+    script({ rules: [{ requests: [1, 1], headersDelayMs: 5_000 }] }); // counted anew from here
+    const t1 = Date.now();
+    const s = await openai().chat.completions.create({ ...ask("hedged"), stream: true });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(HELLO);
+    expect(Date.now() - t1).toBeLessThan(3_000); // not the 5 s the first attempt would take
+    expect(sent(primary)).toBe(4);
+  });
 
   it("a 20 s first token: the chain moves on at the first timeout, asking the next for its own model", async () => {
     script({ rules: [{ headersDelayMs: 20_000 }] });
