@@ -23,9 +23,10 @@ export interface UpstreamConfig {
 /** One upstream a model goes to: its name (asked for the same model), or the name and the
  * model asked of it there. */
 export type Target = string | { upstream: string; model?: string };
-/** Where a model name goes: a target, or a chain of them tried in order when one cannot
- * take the call now (`fallback`'s rules). */
-export type ModelRoute = Target | Target[];
+/** Where a model name goes: a target; a chain of them tried in order when one cannot take
+ * the call now (`fallback`'s rules); or a pool of them, each call to the one with the most
+ * headroom, one that fails cooling down (`pool`'s rules: LiteLLM's router's). */
+export type ModelRoute = Target | Target[] | { pool: Target[] };
 
 /** The gateway's configuration file (JSON), every key validated by name. */
 export interface GatewayConfig {
@@ -66,6 +67,8 @@ export interface Resolved {
   readonly keys: ReadonlySet<string>;
   readonly upstreams: ReadonlyMap<string, UpstreamConfig & { key: string }>;
   readonly models: ReadonlyMap<string, readonly { upstream: string; model?: string }[]>;
+  /** The model names routed to a pool (the rest: one upstream, or a chain). */
+  readonly pools: ReadonlySet<string>;
   readonly maxBodyBytes: number;
   readonly maxConnections: number;
   readonly keepAliveMs: number;
@@ -146,7 +149,7 @@ function route(
 ): { upstream: string; model?: string }[] {
   const list = Array.isArray(x) ? x : [x];
   if (list.length === 0)
-    v.fail(name, x, "an upstream's name, { upstream, model }, or a list of them");
+    v.fail(name, x, "an upstream's name, { upstream, model }, a list of them, or { pool: [...] }");
   const out = list.map((t, i) => {
     const at = Array.isArray(x) ? `${name}[${i}]` : name;
     const target =
@@ -165,6 +168,22 @@ function route(
   if (wires.size > 1)
     v.fail(name, x, "upstreams of one wire format (a client speaks one; no translation)");
   return out;
+}
+
+/** A pool route's targets (`{ "pool": [...] }`, two or more), or undefined for another route. */
+function poolOf(v: Validator, name: string, x: unknown): unknown[] | undefined {
+  if (x === null || typeof x !== "object" || Array.isArray(x) || !("pool" in x)) return undefined;
+  const { pool, ...rest } = x as { pool: unknown };
+  const extra = Object.keys(rest)[0];
+  if (extra !== undefined)
+    v.fail(
+      `${name}.${extra}`,
+      (rest as Record<string, unknown>)[extra],
+      "absent (a pool route takes only pool)",
+    );
+  if (!Array.isArray(pool) || pool.length < 2)
+    v.fail(`${name}.pool`, pool, "a list of two or more upstreams (names or { upstream, model })");
+  return pool;
 }
 
 /** Each upstream checked, its key and base URL resolved. */
@@ -220,10 +239,22 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
   const upstreams = upstreamsOf(v, o.upstreams, env);
   if (upstreams.size === 0) v.fail("upstreams", o.upstreams, "at least one upstream");
   const models = new Map<string, { upstream: string; model?: string }[]>();
+  const pools = new Set<string>();
   for (const [name, raw] of Object.entries(
     o.models ?? v.fail("models", undefined, "an object of model routes"),
-  ))
-    models.set(name, route(v, `models.${name}`, raw, upstreams));
+  )) {
+    const pooled = poolOf(v, `models.${name}`, raw);
+    if (pooled !== undefined) pools.add(name);
+    models.set(
+      name,
+      route(
+        v,
+        pooled === undefined ? `models.${name}` : `models.${name}.pool`,
+        pooled ?? raw,
+        upstreams,
+      ),
+    );
+  }
   if (models.size === 0) v.fail("models", o.models, "at least one model");
   const fleet =
     o.fleet === undefined
@@ -248,6 +279,7 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
     keys: new Set(keys),
     upstreams,
     models,
+    pools,
     maxBodyBytes: o.maxBodyBytes,
     maxConnections: o.maxConnections,
     keepAliveMs: o.keepAliveMs,

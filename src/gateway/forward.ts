@@ -1,9 +1,12 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import {
   fallback,
   type GiveUpReason,
   HttpError,
   isBreakwaterError,
   type Policy,
+  type Pool,
+  pool,
   type Run,
   reasonOf,
 } from "../index.ts";
@@ -59,35 +62,61 @@ function requestTo(
 export function send(
   hops: readonly Hop[],
   call: ClientCall,
-  client: Record<string, string | string[] | undefined>,
+  client: Headers,
   signal: AbortSignal,
   run: Run,
+  pooled?: Pool<Response>,
 ): Promise<Response> {
-  if (hops.length === 1) {
+  if (pooled === undefined && hops.length === 1) {
     const { url, init } = requestTo(hops[0]!, call, client);
     return hops[0]!.up.fetch(url, { ...init, signal, ...callOptions({ run }).fetchOptions });
   }
-  const chain = fallback<Response>(
-    hops.map((hop, i) => ({
-      name: `${hop.up.name}:${i}`,
-      policy: hop.up.policy,
-      call: async (a) => {
-        const { url, init } = requestTo(hop, call, client);
-        const res = await hop.up.fetch(url, { ...init, signal: a.signal });
-        if (res.ok) return res;
-        // Not an answer: the chain classifies it (and moves on, or hands it back as it came).
-        const text = await res.text();
-        throw Object.assign(new HttpError(res.status, res.headers, safeJson(text) ?? text), {
-          text,
-        });
-      },
-    })),
-  );
-  return chain.execute({ signal, run }).catch((error: unknown) => {
+  const answered =
+    pooled === undefined
+      ? fallback<Response>(
+          hops.map((hop, i) => ({
+            name: `${hop.up.name}:${i}`,
+            policy: hop.up.policy,
+            call: (a) => hopCall(hop, call, client, a.signal),
+          })),
+        ).execute({ signal, run })
+      : inFlight.run({ call, client }, () => pooled.execute({ signal, run }));
+  return answered.catch((error: unknown) => {
     const answer = providerAnswer(error);
     if (answer !== undefined) return answer;
     throw error;
   });
+}
+
+type Headers = Record<string, string | string[] | undefined>;
+
+/** One attempt at a chain's or a pool's upstream: an answer, or (not 2xx) an error the
+ * chain classifies, carrying the answer as it came (to move on, or to hand it back). */
+async function hopCall(hop: Hop, call: ClientCall, client: Headers, signal: AbortSignal) {
+  const { url, init } = requestTo(hop, call, client);
+  const res = await hop.up.fetch(url, { ...init, signal });
+  if (res.ok) return res;
+  const text = await res.text();
+  throw Object.assign(new HttpError(res.status, res.headers, safeJson(text) ?? text), { text });
+}
+
+/** The request a pool's deployments are called with: a pool lives across requests (its
+ * cooldowns and its picks are what it learned), so its members read the request in flight
+ * here. */
+const inFlight = new AsyncLocalStorage<{ call: ClientCall; client: Headers }>();
+
+/** A pool over `targets` (`pool`'s rules), each asked for its own model or the client's. */
+export function poolOf(targets: readonly { up: LiveUpstream; model?: string }[]): Pool<Response> {
+  return pool<Response>(
+    targets.map((t, i) => ({
+      name: `${t.up.name}:${i}`,
+      policy: t.up.policy,
+      call: (a) => {
+        const { call, client } = inFlight.getStore()!;
+        return hopCall({ up: t.up, model: t.model ?? call.model ?? "" }, call, client, a.signal);
+      },
+    })),
+  );
 }
 
 /** The provider's own answer a chain gave up on (an error that carries its status and

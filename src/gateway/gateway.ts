@@ -31,6 +31,7 @@ import {
   type CircuitBreakerOptions,
   ConfigError,
   type PolicyOptions,
+  type Pool,
   policy,
   type RetryBudgetOptions,
   reasonOf,
@@ -39,7 +40,7 @@ import { safeJson } from "../providers/dialect.ts";
 import { guardedFetch } from "../providers/fetch.ts";
 import type { SharedState } from "../redis/index.ts";
 import { type GatewayConfig, type Resolved, resolveConfig, type UpstreamConfig } from "./config.ts";
-import { type Hop, type LiveUpstream, refusal, send } from "./forward.ts";
+import { type Hop, type LiveUpstream, poolOf, refusal, send } from "./forward.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { type Answer, IDEMPOTENCY_KEY, Replays } from "./replays.ts";
 import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
@@ -66,6 +67,8 @@ export interface Gateway {
 interface State {
   readonly config: Resolved;
   readonly upstreams: ReadonlyMap<string, LiveUpstream>;
+  /** Each pool route's pool, made once: it learns across requests (cooldowns, picks). */
+  readonly pools: ReadonlyMap<string, Pool<Response>>;
 }
 
 /** What the gateways of a fleet share (`breakwater/redis`'s `sharedState`). */
@@ -121,7 +124,12 @@ function live(config: Resolved, prior: State | undefined, fleet?: Shared, tele?:
     const { policy: settings, ...rest } = u;
     upstreams.set(name, { ...rest, name, policy: p, settings, fetch: guardedFetch({ policy: p }) });
   }
-  return { config, upstreams };
+  const pools = new Map<string, Pool<Response>>();
+  for (const name of config.pools) {
+    const targets = config.models.get(name)!.map((t) => ({ ...t, up: upstreams.get(t.upstream)! }));
+    pools.set(name, poolOf(targets));
+  }
+  return { config, upstreams, pools };
 }
 
 /** Reads a request body up to `max` bytes; undefined when it is larger. */
@@ -163,14 +171,18 @@ const parse = (text: string): Record<string, unknown> | undefined => {
     : undefined;
 };
 
-/** The route of a model: its hops (the upstream and the model asked of it), or undefined. */
-function hopsOf(state: State, model: string | undefined): Hop[] | undefined {
-  const route =
-    (model !== undefined && state.config.models.get(model)) || state.config.models.get("*");
-  return route?.map((t) => ({
+/** The route of a model: its hops (the upstream and the model asked of it) and, for a pool
+ * route, its pool; undefined when no route takes it. */
+function routeOf(state: State, model: string | undefined) {
+  const { models } = state.config;
+  const name = model !== undefined && models.has(model) ? model : "*";
+  const route = models.get(name);
+  if (route === undefined) return undefined;
+  const hops: Hop[] = route.map((t) => ({
     up: state.upstreams.get(t.upstream)!,
     model: t.model ?? model ?? "",
   }));
+  return { hops, pool: state.pools.get(name) };
 }
 
 /** What the gateway keeps across requests: its counters, the agents' runs, and the answers
@@ -217,8 +229,8 @@ async function handle(state: State, books: Books, req: IncomingMessage, out: Ser
   if (call === undefined) return fail(out, wire, 404, "unknown_route", unknown);
   if (json === undefined && call.wire !== "google")
     return fail(out, wire, 400, "invalid_json", "the body is not a JSON object");
-  const hops = hopsOf(state, call.model);
-  if (hops === undefined)
+  const route = routeOf(state, call.model);
+  if (route === undefined)
     return fail(
       out,
       wire,
@@ -228,7 +240,7 @@ async function handle(state: State, books: Books, req: IncomingMessage, out: Ser
     );
   const idem = req.headers["idempotency-key"];
   const go = (keep?: (answer: Answer | undefined) => void) =>
-    forward(state, books, call, hops, req, out, keep);
+    forward(state, books, call, route, req, out, keep);
   if (idem === undefined || books.replays === undefined) return go();
   if (typeof idem !== "string" || !IDEMPOTENCY_KEY.test(idem))
     return fail(out, wire, 400, "invalid_idempotency_key", IDEMPOTENCY_ALLOWED);
@@ -291,7 +303,7 @@ async function forward(
   state: State,
   books: Books,
   call: ClientCall,
-  hops: Hop[],
+  route: { hops: Hop[]; pool: Pool<Response> | undefined },
   req: IncomingMessage,
   out: ServerResponse,
   keep: (answer: Answer | undefined) => void = () => {},
@@ -307,7 +319,7 @@ async function forward(
   const t = new Tally(joined.run);
   let res: Response;
   try {
-    const go = () => send(hops, call, req.headers, gone.signal, t.run);
+    const go = () => send(route.hops, call, req.headers, gone.signal, t.run, route.pool);
     res = await (books.telemetry === undefined ? go() : books.telemetry.within(req.headers, go));
   } catch (error) {
     keep(undefined);

@@ -70,6 +70,7 @@ beforeAll(async () => {
       "slow-chained": ["slow", { upstream: "backup", model: "backup-model" }],
       slow: "slow",
       hedged: "hedged",
+      pooled: { pool: ["openai", "backup"] },
       "claude-sonnet": "anthropic",
       "gemini-flash": "google",
     },
@@ -182,6 +183,20 @@ describe("gateway: JSON calls through the official openai client", () => {
     expect(e).toBeInstanceOf(OpenAI.InternalServerError);
     expect((e as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
     expect(sent(primary) + sent(backup)).toBeLessThanOrEqual(6); // the chain's cap: 3 + 3
+  });
+
+  it("a pool: calls spread over its upstreams; one that says wait cools down, the others take its calls", async () => {
+    for (let i = 0; i < 4; i++) await openai().chat.completions.create(ask("pooled"));
+    expect([sent(primary), sent(backup)]).toEqual([2, 2]); // the least recently used, in turn
+    script({ rules: [{ status: 429, retryAfter: 30 }] });
+    primary.resetStats();
+    backup.resetStats();
+    for (let i = 0; i < 4; i++) {
+      const r = await openai().chat.completions.create(ask("pooled"));
+      expect(r.choices[0]?.message.content).toBe(HELLO);
+    }
+    expect(sent(primary)).toBe(1); // asked once, then cooling down for its Retry-After
+    expect(sent(backup)).toBe(4);
   });
 
   it("a content filter is sent once and handed on as the provider said it; a chain moves it on", async () => {
@@ -577,6 +592,12 @@ describe("gateway: nobody in who does not belong", () => {
     await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(ConfigError);
     await expect(gateway({ ...base, models: { m: "nope" } })).rejects.toThrow(/models.m.upstream/);
     await expect(gateway({ ...base, extra: 1 })).rejects.toThrow(/"extra"/);
+    await expect(gateway({ ...base, models: { m: { pool: ["u"] } } })).rejects.toThrow(
+      /"models.m.pool" must be a list of two or more upstreams/,
+    );
+    await expect(gateway({ ...base, models: { m: { pool: ["u", "v"] } } })).rejects.toThrow(
+      /"models.m.pool\[1\].upstream"/,
+    );
     await expect(gateway({ ...base, idempotency: true })).rejects.toThrow(
       /"idempotency" must be false, or \{ ttlMs, maxBytes \}; got true/,
     );
