@@ -223,6 +223,32 @@ function idempotencyOf(v: Validator, x: unknown) {
   return x === false ? undefined : parseOptions(v, IDEMPOTENCY, x ?? {}, "idempotency");
 }
 
+/** Each model's route checked against the upstreams; the names routed to a pool. */
+function modelsOf(
+  v: Validator,
+  given: Record<string, unknown> | undefined,
+  upstreams: ReadonlyMap<string, UpstreamConfig>,
+) {
+  const models = new Map<string, { upstream: string; model?: string }[]>();
+  const pools = new Set<string>();
+  for (const [name, raw] of Object.entries(
+    given ?? v.fail("models", undefined, "an object of model routes"),
+  )) {
+    const pooled = poolOf(v, `models.${name}`, raw);
+    if (pooled !== undefined) pools.add(name);
+    models.set(
+      name,
+      route(
+        v,
+        pooled === undefined ? `models.${name}` : `models.${name}.pool`,
+        pooled ?? raw,
+        upstreams,
+      ),
+    );
+  }
+  return { models, pools };
+}
+
 /** Reads a configuration (parsed JSON), naming the key and value of anything wrong. */
 export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Resolved {
   const v = new Validator("gateway config");
@@ -238,23 +264,7 @@ export function resolveConfig(input: unknown, env: NodeJS.ProcessEnv = process.e
   if (keys.length === 0) v.fail("keys", o.keys, "at least one key clients must present");
   const upstreams = upstreamsOf(v, o.upstreams, env);
   if (upstreams.size === 0) v.fail("upstreams", o.upstreams, "at least one upstream");
-  const models = new Map<string, { upstream: string; model?: string }[]>();
-  const pools = new Set<string>();
-  for (const [name, raw] of Object.entries(
-    o.models ?? v.fail("models", undefined, "an object of model routes"),
-  )) {
-    const pooled = poolOf(v, `models.${name}`, raw);
-    if (pooled !== undefined) pools.add(name);
-    models.set(
-      name,
-      route(
-        v,
-        pooled === undefined ? `models.${name}` : `models.${name}.pool`,
-        pooled ?? raw,
-        upstreams,
-      ),
-    );
-  }
+  const { models, pools } = modelsOf(v, o.models, upstreams);
   if (models.size === 0) v.fail("models", o.models, "at least one model");
   const fleet =
     o.fleet === undefined

@@ -46,6 +46,7 @@ import { type Answer, IDEMPOTENCY_KEY, Replays } from "./replays.ts";
 import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
 import { Runs, Tally } from "./runs.ts";
 import { type Telemetry, telemetry } from "./telemetry.ts";
+import { leanFetch } from "./transport.ts";
 import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
 
 export type { GatewayConfig, ModelRoute, Target, UpstreamConfig, Wire } from "./config.ts";
@@ -69,6 +70,14 @@ interface State {
   readonly upstreams: ReadonlyMap<string, LiveUpstream>;
   /** Each pool route's pool, made once: it learns across requests (cooldowns, picks). */
   readonly pools: ReadonlyMap<string, Pool<Response>>;
+}
+
+/** What the gateway's upstreams are made with, once, at start: the fleet's shared state,
+ * OpenTelemetry, and the transport. */
+interface Gear {
+  readonly fleet: Shared | undefined;
+  readonly tele: Telemetry | undefined;
+  readonly lean: typeof globalThis.fetch | undefined;
 }
 
 /** What the gateways of a fleet share (`breakwater/redis`'s `sharedState`). */
@@ -106,7 +115,8 @@ function policyFor(
 }
 
 /** Each upstream with its policy and fetch layer; one unchanged since `prior` keeps its own. */
-function live(config: Resolved, prior: State | undefined, fleet?: Shared, tele?: Telemetry): State {
+function live(config: Resolved, prior: State | undefined, gear: Gear): State {
+  const { fleet, tele, lean } = gear;
   const upstreams = new Map<string, LiveUpstream>();
   for (const [name, u] of config.upstreams) {
     const was = prior?.upstreams.get(name);
@@ -122,7 +132,8 @@ function live(config: Resolved, prior: State | undefined, fleet?: Shared, tele?:
     }
     const p = policyFor(name, u, fleet, tele);
     const { policy: settings, ...rest } = u;
-    upstreams.set(name, { ...rest, name, policy: p, settings, fetch: guardedFetch({ policy: p }) });
+    const layer = guardedFetch({ policy: p, ...(lean !== undefined && { fetch: lean }) });
+    upstreams.set(name, { ...rest, name, policy: p, settings, fetch: layer });
   }
   const pools = new Map<string, Pool<Response>>();
   for (const name of config.pools) {
@@ -415,7 +426,8 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
   const first = resolveConfig(config);
   const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
   const tele = first.otel ? await telemetry() : undefined;
-  let state = live(first, undefined, fleet?.state, tele);
+  const gear: Gear = { fleet: fleet?.state, tele, lean: await leanFetch() };
+  let state = live(first, undefined, gear);
   const metrics = new GatewayMetrics();
   const idem = first.idempotency;
   const replays = idem === undefined ? undefined : new Replays(idem.ttlMs, idem.maxBytes);
@@ -443,7 +455,7 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
     url: `http://${host}:${port}`,
     metrics,
     reload(next) {
-      state = live(resolveConfig(next), state, fleet?.state, tele);
+      state = live(resolveConfig(next), state, gear);
       server.maxConnections = state.config.maxConnections;
     },
     async close() {
