@@ -51,7 +51,10 @@ const STREAM = /"stream"\s*:\s*true/;
 function headersOf(given: RequestInit["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
   if (given === undefined) return out;
-  if (given instanceof Headers) given.forEach((v, k) => (out[k] = v));
+  if (given instanceof Headers)
+    given.forEach((v, k) => {
+      out[k] = v;
+    });
   else if (Array.isArray(given)) for (const [k, v] of given) out[k!.toLowerCase()] = v!;
   else for (const [k, v] of Object.entries(given)) out[k.toLowerCase()] = v;
   return out;
