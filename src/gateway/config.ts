@@ -18,6 +18,11 @@ export interface UpstreamConfig {
   /** The policy's options for calls to it (`attemptTimeoutMs`, `firstTokenTimeoutMs`,
    * `maxAttempts`, ...). @default policy()'s defaults */
   policy?: PolicyOptions;
+  /** A stream that breaks after content, with a failure that could be retried, goes on
+   * from the text so far (an assistant prefill: Anthropic; OpenAI-compatible servers with an
+   * assistant `prefix`), so the client reads one answer; one the upstream refuses ends with
+   * an error event as any break. @default false */
+  continuation?: boolean;
 }
 
 /** One upstream a model goes to: its name (asked for the same model), or the name and the
@@ -109,6 +114,7 @@ const UPSTREAM = {
     (p) => p !== null && typeof p === "object" && !Array.isArray(p),
     "policy options ({ maxAttempts, attemptTimeoutMs, ... })",
   ),
+  continuation: opt.bool(),
 };
 
 const SPEC = {
@@ -208,6 +214,7 @@ function upstreamsOf(
       apiKey: "(redacted)",
       key: secret(v, `upstreams.${name}.apiKey`, need("apiKey"), env),
       ...(u.policy !== undefined && { policy: u.policy }),
+      ...(u.continuation !== undefined && { continuation: u.continuation }),
     });
   }
   return upstreams;

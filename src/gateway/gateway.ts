@@ -125,6 +125,7 @@ function live(config: Resolved, prior: State | undefined, gear: Gear): State {
       was.wire === u.wire &&
       was.baseUrl === u.baseUrl &&
       was.key === u.key &&
+      was.continuation === u.continuation &&
       JSON.stringify(was.settings) === JSON.stringify(u.policy);
     if (same) {
       upstreams.set(name, was);
@@ -132,7 +133,11 @@ function live(config: Resolved, prior: State | undefined, gear: Gear): State {
     }
     const p = policyFor(name, u, fleet, tele);
     const { policy: settings, ...rest } = u;
-    const layer = guardedFetch({ policy: p, ...(lean !== undefined && { fetch: lean }) });
+    const layer = guardedFetch({
+      policy: p,
+      continuation: u.continuation === true,
+      ...(lean !== undefined && { fetch: lean }),
+    });
     upstreams.set(name, { ...rest, name, policy: p, settings, fetch: layer });
   }
   const pools = new Map<string, Pool<Response>>();

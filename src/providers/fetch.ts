@@ -952,7 +952,9 @@ async function streamed(c: FetchCall, record?: Recorder): Promise<Response> {
     failed: async (error) => {
       tagged(outer, error);
       if (c.dialect?.handsOnInBand === false) return undefined;
-      return answerOf(error, res.headers)?.text();
+      // Only an event can follow events: a continuation's refusal (a whole HTTP answer of
+      // its own) is no event, so the body fails with it instead.
+      return findCause(error, InBandEvent)?.raw;
     },
     // Only a stream its consumer read to the end is an answer to record: one stopped
     // another way (`guardedStream(s).return()`) ends too, but is no whole answer.

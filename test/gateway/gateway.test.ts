@@ -57,6 +57,13 @@ beforeAll(async () => {
         apiKey: "env:BW_TEST_UPSTREAM_KEY",
         policy: FAST,
       },
+      "anthropic-on": {
+        wire: "anthropic",
+        baseUrl: primary.url,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+        continuation: true,
+      },
       google: {
         wire: "google",
         baseUrl: primary.url,
@@ -73,6 +80,7 @@ beforeAll(async () => {
       pooled: { pool: ["openai", "backup"] },
       "claude-sonnet": "anthropic",
       "gemini-flash": "google",
+      "claude-on": "anthropic-on",
     },
     keepAliveMs: 200,
   });
@@ -354,6 +362,43 @@ describe("gateway: the Anthropic and Google clients", () => {
     });
     expect(await s.finalText()).toBe(HELLO);
     expect(sent(primary)).toBe(3);
+  });
+
+  it("continuation (an upstream's opt-in): a stream cut after content goes on from its text, one answer; a refused prefill ends it with an error event", async () => {
+    const client = new Anthropic({ baseURL: gw.url, apiKey: KEY, maxRetries: 0 });
+    const stream = () =>
+      client.messages.create({
+        model: "claude-on",
+        max_tokens: 100,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      });
+    const read = async () => {
+      let text = "";
+      const types: string[] = [];
+      const error = await (async () => {
+        for await (const e of await stream()) {
+          types.push(e.type);
+          if (e.type === "content_block_delta" && e.delta.type === "text_delta")
+            text += e.delta.text;
+        }
+      })().catch((x: unknown) => x);
+      return { text, error, starts: types.filter((t) => t === "message_start").length };
+    };
+    script({ rules: [{ requests: [1, 1], stream: { after: 3, action: "cut" } }] });
+    expect(await read()).toEqual({ text: HELLO, error: undefined, starts: 1 });
+    expect(sent(primary)).toBe(2); // the first, and the continuation with the text so far
+    script({
+      rules: [
+        { requests: [1, 1], stream: { after: 3, action: "cut" } },
+        { requests: [2, 2], status: 400, message: "prefill is not supported for this model" },
+      ],
+    });
+    const refused = await read();
+    expect(refused.text.length).toBeGreaterThan(0);
+    expect(HELLO.startsWith(refused.text)).toBe(true);
+    expect(refused.error).toBeInstanceOf(Anthropic.APIError);
+    expect(sent(primary)).toBe(4);
   });
 
   it("Google's SDK: a 503 retried, then the answer", async () => {

@@ -240,6 +240,21 @@ describe("continuation (opt-in): a broken answer goes on from where it broke", (
     });
   });
 
+  it("a continuation the upstream refuses (a 400 to the prefill) ends the stream with the error, never cleanly", async () => {
+    fs.script({
+      rules: [
+        { requests: [1, 1], stream: { after: 3, action: "cut" } },
+        { requests: [2, 2], status: 400, message: "prefill is not supported for this model" },
+      ],
+    });
+    const { an } = continuing();
+    const { chunks, error } = await drain(await an.messages.create({ ...claude, stream: true }));
+    expect(claudeText(chunks).length).toBeGreaterThan(0);
+    expect(error).toBeInstanceOf(Error);
+    expect(reasonOf(error)).toBe("stream-interrupted");
+    expect(fs.requests()).toBe(2);
+  });
+
   it("an OpenAI-compatible server with an assistant prefix (DeepSeek, Mistral): the same", async () => {
     fs.script({ rules: [{ requests: [1, 1], stream: { after: 4, action: "cut" } }] });
     const { oa } = continuing();
