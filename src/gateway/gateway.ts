@@ -261,7 +261,14 @@ async function handle(state: State, books: Books, req: IncomingMessage, out: Ser
   if (typeof idem !== "string" || !IDEMPOTENCY_KEY.test(idem))
     return fail(out, wire, 400, "invalid_idempotency_key", IDEMPOTENCY_ALLOWED);
   // One client's key, one route: another client's same key is another request.
-  await once(books.replays, `${key}\n${req.method} ${url.pathname}\n${idem}`, text, go, wire, out);
+  await once(
+    books.replays,
+    `${key}\n${req.method} ${url.pathname}${url.search}\n${idem}`,
+    text,
+    go,
+    wire,
+    out,
+  );
 }
 
 const IDEMPOTENCY_ALLOWED = "an Idempotency-Key of 1 to 255 printable ASCII characters";
@@ -322,8 +329,10 @@ async function forward(
   route: { hops: Hop[]; pool: Pool<Response> | undefined },
   req: IncomingMessage,
   out: ServerResponse,
-  keep: (answer: Answer | undefined) => void = () => {},
+  keep?: (answer: Answer | undefined) => void,
 ) {
+  // A request that waited for another with its Idempotency-Key may find its client gone.
+  if (out.destroyed) return keep?.(undefined);
   const { metrics, runs } = books;
   const model = call.model ?? "";
   const gone = new AbortController();
@@ -338,7 +347,7 @@ async function forward(
     const go = () => send(route.hops, call, req.headers, gone.signal, t.run, route.pool);
     res = await (books.telemetry === undefined ? go() : books.telemetry.within(req.headers, go));
   } catch (error) {
-    keep(undefined);
+    keep?.(undefined);
     const r = refusal(error);
     metrics.request(model, r.reason);
     metrics.attempts(model, t.attempts);
@@ -355,10 +364,11 @@ async function forward(
   }
   const streaming =
     res.body !== null && (res.headers.get("content-type") ?? "").includes("event-stream");
+  const keeping = keep === undefined ? undefined : books.replays?.maxAnswerBytes;
   const answer = streaming
-    ? await handOnStream(res, t, call, out, state.config.keepAliveMs, metrics)
+    ? await handOnStream(res, t, call, out, state.config.keepAliveMs, metrics, keeping)
     : await handOnJson(res, t, model, out, metrics);
-  keep(res.ok ? answer : undefined);
+  keep?.(res.ok ? answer : undefined);
 }
 
 /** A JSON answer, whole, with what it cost; what was handed on. */
@@ -391,19 +401,29 @@ async function handOnStream(
   out: ServerResponse,
   keepAliveMs: number,
   metrics: GatewayMetrics,
+  keeping: number | undefined,
 ): Promise<Answer | undefined> {
   const model = call.model ?? "";
   const headers = headersOf(res, t);
   out.writeHead(res.status, headers);
-  const seen: Buffer[] = [];
-  const ended = await pipeStream(res.body!, out, call, keepAliveMs, (c) =>
-    seen.push(Buffer.from(c)),
-  );
-  metrics.request(model, ended);
+  // Its bytes are kept only for an Idempotency-Key's replay, and only up to what is kept.
+  let seen: Buffer[] | undefined = keeping === undefined ? undefined : [];
+  let size = 0;
+  const ended = await pipeStream(res.body!, out, call, keepAliveMs, (c) => {
+    if (seen === undefined) return;
+    size += c.length;
+    if (size > keeping!) seen = undefined;
+    else seen.push(Buffer.from(c));
+  });
+  // A stream that ended on the provider's error event ended cleanly, but failed: the fetch
+  // layer said why on its headers.
+  const why = ended === "ok" ? (reasonOf({ headers: res.headers }) ?? "ok") : ended;
+  metrics.request(model, why);
   metrics.attempts(model, t.attempts);
   const cost = t.cost();
   metrics.tokens(model, cost.billed, cost.wasted);
-  return ended === "ok" ? { status: res.status, headers, body: Buffer.concat(seen) } : undefined;
+  if (why !== "ok" || seen === undefined) return undefined;
+  return { status: res.status, headers, body: Buffer.concat(seen) };
 }
 
 /** Joins the fleet's Redis: a client (the `redis` package) and the shared state on it. */

@@ -63,7 +63,7 @@ export class Replays {
     this.#entries.set(key, { digest, running, at: now });
     const done = (answer: Answer | undefined) => {
       this.#entries.delete(key);
-      if (answer !== undefined && answer.body.length <= this.#maxBytes / 16) {
+      if (answer !== undefined && answer.body.length <= this.maxAnswerBytes) {
         this.#entries.set(key, { digest, answer, at: Date.now() });
         this.#bytes += answer.body.length;
         this.#trim();
@@ -71,6 +71,11 @@ export class Replays {
       settle();
     };
     return { kind: "first", done };
+  }
+
+  /** The largest answer kept. */
+  get maxAnswerBytes(): number {
+    return this.#maxBytes / 16;
   }
 
   /** Answers kept now. */

@@ -73,19 +73,28 @@ export async function pipeStream(
     Math.max(50, Math.floor(keepAliveMs / 2)),
   );
   timer.unref();
-  const left = () => reader.cancel().catch(() => {});
+  // The client left: the upstream's stream is cancelled, and the read it ends (as done)
+  // says "left", never a whole answer.
+  let gone = false;
+  const left = () => {
+    gone = true;
+    reader.cancel().catch(() => {});
+  };
   out.once("close", left);
   try {
     for (;;) {
       const { done, value } = await reader.read();
+      if (gone || out.destroyed) {
+        left();
+        return "left";
+      }
       if (done) return "ok";
-      if (out.destroyed) return "left";
       last = Date.now();
       seen(value);
       await write(out, value);
     }
   } catch (error) {
-    if (out.destroyed) return "left";
+    if (gone || out.destroyed) return "left";
     const message = error instanceof Error ? error.message : String(error);
     out.write(streamErrorEvent(call.wire, call.operation, "stream-interrupted", message));
     return "stream-interrupted";

@@ -1,4 +1,5 @@
 import { Readable } from "node:stream";
+import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 
 /**
  * The gateway's transport to its upstreams: undici's `request` (its dispatcher API) under a
@@ -30,13 +31,17 @@ export async function leanFetch(): Promise<typeof globalThis.fetch | undefined> 
       else headers.append(k, v);
     }
     const status = r.statusCode;
+    if (status < 200 || status > 599) {
+      r.body.destroy();
+      throw new TypeError(`an answer with status ${status}, which no fetch can hand on`);
+    }
     if ((headers.get("content-type") ?? "").includes("event-stream"))
       return new Response(Readable.toWeb(r.body) as ReadableStream<Uint8Array>, {
         status,
         headers,
       });
-    const body = await r.body.arrayBuffer();
-    return new Response(status === 204 || status === 304 ? null : body, { status, headers });
+    const body = decoded(Buffer.from(await r.body.arrayBuffer()), headers);
+    return new Response(NO_BODY.has(status) ? null : new Uint8Array(body), { status, headers });
   }) as typeof globalThis.fetch;
 }
 
@@ -47,6 +52,19 @@ function streams(url: string, body: unknown): boolean {
 }
 const STREAM = /"stream"\s*:\s*true/;
 
+const NO_BODY = new Set([204, 205, 304]);
+
+/** A body as its `content-encoding` says (fetch decodes it; undici's request does not). */
+function decoded(body: Buffer, headers: Headers): Buffer {
+  const coding = headers.get("content-encoding")?.trim().toLowerCase();
+  if (coding === undefined || coding === "identity" || body.length === 0) return body;
+  headers.delete("content-encoding"); // what is handed on is decoded
+  if (coding === "gzip" || coding === "x-gzip") return gunzipSync(body);
+  if (coding === "br") return brotliDecompressSync(body);
+  if (coding === "deflate") return inflateSync(body);
+  throw new TypeError(`an answer in a content-encoding the gateway cannot read: ${coding}`);
+}
+
 /** A request's headers as undici's request takes them. */
 function headersOf(given: RequestInit["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -55,7 +73,11 @@ function headersOf(given: RequestInit["headers"]): Record<string, string> {
     given.forEach((v, k) => {
       out[k] = v;
     });
-  else if (Array.isArray(given)) for (const [k, v] of given) out[k!.toLowerCase()] = v!;
+  else if (Array.isArray(given))
+    for (const [k, v] of given) {
+      const name = k!.toLowerCase();
+      out[name] = out[name] === undefined ? v! : `${out[name]}, ${v}`;
+    }
   else for (const [k, v] of Object.entries(given)) out[k.toLowerCase()] = v;
   return out;
 }

@@ -168,7 +168,9 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   }
 
   #give(e: SseChunk): IteratorResult<SseChunk> {
-    this.#last = e;
+    // The answer's end is judged on its last event with data: a keep-alive comment or a
+    // blank line after `[DONE]` ends nothing.
+    if (e instanceof SseRun || e.raw.includes("data:")) this.#last = e;
     if (e instanceof SseRun) return { done: false, value: e };
     if (this.#look !== undefined) {
       // A look that throws (a dialect's reader) stops looking; the stream goes on.
@@ -213,7 +215,8 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
     if (finished === undefined) return DONE;
     this.#finished = undefined;
     const last = this.#last;
-    const event = last instanceof SseRun ? last.events().at(-1) : last;
+    const event =
+      last instanceof SseRun ? last.events().findLast((e) => e.raw.includes("data:")) : last;
     let ended = false;
     try {
       ended = event !== undefined && finished(event);

@@ -488,6 +488,31 @@ describe("gateway: Idempotency-Key", () => {
     }
   });
 
+  it("a stream that failed in band, or that its client left, is not kept: the same request again is sent again", async () => {
+    script({ rules: [{ requests: [1, 1], stream: { after: 2, action: "error" } }] });
+    const broken = await openai().chat.completions.create(
+      { ...ask(), stream: true },
+      withKey("k-5"),
+    );
+    const e = await (async () => {
+      for await (const _ of broken);
+    })().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.APIError);
+    script({ rules: [{ requests: [1, 1], tokenLatencyMs: 100 }] }); // slow enough to leave
+    const left = await openai().chat.completions.create({ ...ask(), stream: true }, withKey("k-6"));
+    for await (const _ of left) break; // the client leaves after its first chunk
+    await new Promise((r) => setTimeout(r, 300));
+    for (const k of ["k-5", "k-6"]) {
+      const r = await openai()
+        .chat.completions.create({ ...ask(), stream: true }, withKey(k))
+        .withResponse();
+      let text = "";
+      for await (const c of r.data) text += c.choices[0]?.delta?.content ?? "";
+      expect([k, text, r.response.headers.get("x-breakwater-replayed")]).toEqual([k, HELLO, null]);
+    }
+    expect(sent(primary)).toBe(4);
+  });
+
   it("a failure is not kept: the same request again is sent again", async () => {
     script({ rules: [{ requests: [1, 1], status: 400, error: "context_length" }] });
     const e = await openai()

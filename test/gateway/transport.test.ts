@@ -34,6 +34,27 @@ describe("the gateway's transport (leanFetch)", () => {
     fault.setScript({});
   });
 
+  it("a compressed answer is decoded, as fetch would; a 205 has no body", async () => {
+    const { createServer } = await import("node:http");
+    const { gzipSync } = await import("node:zlib");
+    const server = createServer((req, res) => {
+      req.resume();
+      if (req.url === "/reset") return void res.writeHead(205).end();
+      res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+      res.end(gzipSync(JSON.stringify({ ok: true })));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as { port: number };
+    try {
+      const r = await send(`http://127.0.0.1:${port}/`, { method: "POST", body: "{}" });
+      expect([r.headers.get("content-encoding"), await r.json()]).toEqual([null, { ok: true }]);
+      const reset = await send(`http://127.0.0.1:${port}/reset`, { method: "POST", body: "{}" });
+      expect([reset.status, await reset.text()]).toEqual([205, ""]);
+    } finally {
+      server.close();
+    }
+  });
+
   it("a stream, asked for as one, comes as it is sent; an abort ends a call still waiting", async () => {
     const s = await post({ ...ask, stream: true });
     expect(s.headers.get("content-type")).toContain("text/event-stream");

@@ -4,9 +4,13 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { failureOf, reasonOf } from "../../src/core/errors.ts";
 import { withBreakwater as anthropic } from "../../src/providers/anthropic.ts";
+import type { Dialect } from "../../src/providers/dialect.ts";
+import { anthropicDialect } from "../../src/providers/dialects/anthropic.ts";
+import { googleDialect } from "../../src/providers/dialects/google.ts";
+import { openaiDialect } from "../../src/providers/dialects/openai.ts";
 import { withBreakwater as google } from "../../src/providers/google.ts";
 import { withBreakwater as openai } from "../../src/providers/openai.ts";
-import { sseEvents, UnfinishedStream } from "../../src/providers/sse.ts";
+import { SseEvent, sseEvents, UnfinishedStream } from "../../src/providers/sse.ts";
 import { drain, TEXT, testPolicy, useFaultServer } from "./fixture.ts";
 
 // A stream whose body ends cleanly before its answer did (no `[DONE]`, no `message_stop`,
@@ -121,6 +125,34 @@ describe("the reader's end (sseEvents with `finished`)", () => {
     // An event with no blank line after it is still the last one read.
     expect((await read("data: a\n\ndata: [DONE]", done)).error).toBeUndefined();
     expect((await read("", done)).error).toBeInstanceOf(UnfinishedStream); // no answer at all
+  });
+
+  it("the last event with data is judged: a keep-alive comment or blank lines after the end end nothing", async () => {
+    expect((await read("data: a\n\ndata: [DONE]\n\n\n", done)).error).toBeUndefined();
+    expect((await read("data: a\n\ndata: [DONE]\n\n: keep-alive\n\n", done)).error).toBeUndefined();
+    expect((await read("data: a\n\n: keep-alive\n\n", done)).error).toBeInstanceOf(
+      UnfinishedStream,
+    );
+  });
+
+  it("each dialect's end: a finish, a usage chunk, a Responses stream's final event, a blocked prompt", () => {
+    const ev = (json: unknown) => new SseEvent(`data: ${JSON.stringify(json)}\n\n`);
+    const ends = (d: Dialect, json: unknown) => d.finished!(json, ev(json));
+    const oa = openaiDialect();
+    expect(ends(oa, { choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })).toBe(true);
+    expect(ends(oa, { choices: [], usage: { prompt_tokens: 1 } })).toBe(true);
+    expect(
+      ends(oa, { choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] }),
+    ).toBe(false);
+    expect(ends(oa, { type: "response.completed" })).toBe(true);
+    expect(ends(oa, { type: "response.output_text.done" })).toBe(false);
+    expect(ends(oa, { type: "image_generation.completed" })).toBe(true); // not a Responses stream: not judged
+    expect(ends(googleDialect, { promptFeedback: { blockReason: "SAFETY" } })).toBe(true);
+    expect(ends(googleDialect, { candidates: [{ content: { parts: [{ text: "a" }] } }] })).toBe(
+      false,
+    );
+    expect(ends(anthropicDialect, { type: "message_stop" })).toBe(true);
+    expect(ends(anthropicDialect, { type: "content_block_delta" })).toBe(false);
   });
 
   it("a `finished` that throws reads as an end; a reader that leaves is told nothing", async () => {

@@ -43,8 +43,12 @@ export const googleDialect: Dialect = {
   },
   maxOutput: (body) => body.generationConfig?.maxOutputTokens,
   marks: { usage: /usageMetadata/, error: /"error"/ },
+  // A finish reason ends an answer; a prompt blocked before any (`promptFeedback`) is one.
   finished: (json) =>
-    isObject(json) && (json.candidates?.[0]?.finishReason != null || isObject(json.error)),
+    isObject(json) &&
+    (json.candidates?.[0]?.finishReason != null ||
+      json.promptFeedback?.blockReason != null ||
+      isObject(json.error)),
   provider: "gcp.gemini",
   effect: googleEffect,
   // `.../models/gemini-2.5-flash:generateContent`: the model is in the path.

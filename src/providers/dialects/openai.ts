@@ -3,7 +3,10 @@
  * Responses stream's final event. */
 function openaiFinished(json: unknown): boolean {
   if (!isObject(json)) return false;
-  if (typeof json.type === "string") return RESPONSES_ENDS.has(json.type);
+  // A Responses stream ends with its final event; other typed streams (images, audio) are
+  // not judged.
+  if (typeof json.type === "string")
+    return !json.type.startsWith("response.") || RESPONSES_ENDS.has(json.type);
   const choices = json.choices;
   if (!Array.isArray(choices)) return false;
   return choices.length === 0
