@@ -30,9 +30,12 @@ import type { AddressInfo } from "node:net";
 import {
   type CircuitBreakerOptions,
   ConfigError,
+  isLimiter,
   type PolicyOptions,
   type Pool,
   policy,
+  RateLimiter,
+  type RateLimiterOptions,
   type RetryBudgetOptions,
   reasonOf,
 } from "../index.ts";
@@ -81,7 +84,7 @@ interface Gear {
 }
 
 /** What the gateways of a fleet share (`breakwater/redis`'s `sharedState`). */
-type Shared = Pick<SharedState, "admission" | "budget" | "breaker">;
+type Shared = Pick<SharedState, "admission" | "budget" | "breaker" | "limiter">;
 
 /** An upstream's policy: its options, with its admission (or retry budget) and its breaker
  * shared by the fleet when there is one. */
@@ -103,6 +106,11 @@ function policyFor(
     else o.budget = fleet.admission(name);
     if (o.breaker !== undefined)
       o.breaker = fleet.breaker(name, o.breaker as CircuitBreakerOptions);
+    // One 429's Retry-After holds the fleet's calls to this upstream, not one gateway's.
+    if (o.limiter !== false) {
+      const given = o.limiter as RateLimiterOptions | undefined;
+      o.limiter = fleet.limiter(name, isLimiter(given) ? given : new RateLimiter({ ...given }));
+    }
   }
   try {
     const p = policy(o);

@@ -7,7 +7,8 @@ import { type FaultServer, startFaultServer } from "../../src/testing/fault-serv
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
 
 // Three gateway processes, one Redis (docs/architecture.md, rule 18): an upstream's breaker
-// opened, or its retry budget spent, through one gateway holds in the other two.
+// opened, its retry budget spent, or a 429's hold heard, through one gateway holds in the
+// other two.
 let fault: FaultServer;
 let redis: TestRedis;
 const dir = mkdtempSync(join(tmpdir(), "bw-gateway-fleet-"));
@@ -55,8 +56,14 @@ beforeAll(async () => {
           apiKey: "u",
           policy: { ...fast, budget: { maxTokens: 1, tokenRatio: 0.1 } },
         },
+        limited: {
+          wire: "openai",
+          baseUrl: `${fault.url}/v1`,
+          apiKey: "u",
+          policy: fast,
+        },
       },
-      models: { "m-breaker": "guarded", "m-budget": "budgeted" },
+      models: { "m-breaker": "guarded", "m-budget": "budgeted", "m-hold": "limited" },
     }),
   );
   gateways.push(...(await Promise.all([start(file), start(file), start(file)])));
@@ -101,5 +108,22 @@ describe("a fleet of three gateways on one Redis", () => {
     await syncs(); // every gateway has synced: whichever first holds the token
     for (const g of gateways) await chat(g.url, "m-budget");
     expect(sent("m-budget")).toBe(3 + 1); // without sharing: 3 + 3
+  });
+
+  it("a 429's Retry-After heard by one gateway holds the other two: refused at once, nothing sent", async () => {
+    // 40 s: past the 30 s a call waits for, so a held call is refused at once, locally.
+    fault.setScript({
+      rules: [{ model: "m-hold", requests: [1, 1], status: 429, retryAfter: 40 }],
+    });
+    const first = await chat(gateways[0]!.url, "m-hold");
+    expect(first.status).toBe(429);
+    expect(sent("m-hold")).toBe(1);
+    await syncs();
+    for (const g of gateways.slice(1)) {
+      const r = await chat(g.url, "m-hold");
+      expect(r.status).toBe(429);
+      expect(r.headers.get("x-breakwater-reason")).toMatch(/rate-limit-wait|retry-after-too-long/);
+    }
+    expect(sent("m-hold")).toBe(1); // the other gateways sent nothing: the upstream asked for 40 s
   });
 });

@@ -2,6 +2,7 @@ import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { reasonOf } from "../../src/core/errors.ts";
 import { failure } from "../../src/core/failure.ts";
+import { RateLimiter } from "../../src/core/limiter.ts";
 import { policy } from "../../src/policy/policy.ts";
 import { type SharedState, sharedState } from "../../src/redis/index.ts";
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
@@ -249,5 +250,39 @@ describe("a fleet whose Redis is not there", () => {
     client.on("error", () => {});
     await expect(client.connect()).rejects.toThrow(/unreachable|ECONNREFUSED/);
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
+describe("a rate limiter's 429 holds shared through Redis", () => {
+  it("a hold heard in one process holds the others for what is left of it; a shorter one changes nothing", async () => {
+    const [a, b, c] = await processes(3);
+    const limiters = [a!, b!, c!].map((s) => s.limiter("openai", new RateLimiter()));
+    await Promise.all([a!, b!, c!].map((s) => s.sync()));
+    expect(limiters.map((l) => l.heldForMs())).toEqual([0, 0, 0]);
+    limiters[0]!.hold(5_000);
+    await sleep(20); // published on the spot
+    await Promise.all([b!.sync(), c!.sync()]);
+    for (const l of limiters) {
+      expect(l.heldForMs()).toBeGreaterThan(4_000);
+      expect(l.heldForMs()).toBeLessThanOrEqual(5_000);
+      expect(l.calm).toBe(false);
+    }
+    limiters[2]!.hold(1_000); // shorter: the fleet's hold stays the longer one
+    await sleep(20);
+    await a!.sync();
+    expect(limiters[0]!.heldForMs()).toBeGreaterThan(4_000);
+  });
+
+  it("with Redis away, a process holds for what it heard itself", async () => {
+    const [a] = await processes(1);
+    const l = a!.limiter("anthropic", new RateLimiter());
+    await redis.kill();
+    try {
+      l.hold(2_000);
+      await a!.sync().catch(() => {});
+      expect(l.heldForMs()).toBeGreaterThan(1_500);
+    } finally {
+      await redis.restart();
+    }
   });
 });
