@@ -70,3 +70,13 @@ export async function writable(option: string, path: string | undefined): Promis
     );
   }
 }
+
+/** `argv` split at `--`: the command's own arguments, and the command it runs once ready. */
+export function splitCommand(name: string, argv: string[]): { own: string[]; command: string[] } {
+  const dash = argv.indexOf("--");
+  if (dash === -1) return { own: argv, command: [] };
+  const command = argv.slice(dash + 1);
+  if (command.length === 0)
+    throw new UsageError(`${name}: -- names no command (write -- node file.mjs)`);
+  return { own: argv.slice(0, dash), command };
+}

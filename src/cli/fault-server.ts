@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { type FaultScript, type FaultServer, startFaultServer } from "../testing/index.ts";
-import { integer, parse, readNamed, UsageError } from "./args.ts";
+import { integer, parse, readNamed, splitCommand, UsageError } from "./args.ts";
 
 export const FAULT_SERVER_USAGE = `usage: breakwater fault-server [--port N] [--host 127.0.0.1|::1|localhost] [--script file.json | --fail-first N] [-- command ...]
 
@@ -21,11 +21,8 @@ export async function faultServerCommand(
   argv: string[],
   out: (s: string) => void,
 ): Promise<number> {
-  const dash = argv.indexOf("--");
-  const command = dash === -1 ? [] : argv.slice(dash + 1);
-  if (dash !== -1 && command.length === 0)
-    throw new UsageError("fault-server: -- names no command (write -- node file.mjs)");
-  const values = parse("fault-server", dash === -1 ? argv : argv.slice(0, dash), {
+  const { own, command } = splitCommand("fault-server", argv);
+  const values = parse("fault-server", own, {
     port: { type: "string" },
     host: { type: "string" },
     script: { type: "string" },

@@ -1,5 +1,5 @@
 import { type Gateway, gateway } from "../gateway/gateway.ts";
-import { integer, parse, readNamed, UsageError } from "./args.ts";
+import { integer, parse, readNamed, splitCommand, UsageError } from "./args.ts";
 import { runCommand } from "./fault-server.ts";
 
 export const GATEWAY_USAGE = `usage: breakwater gateway --config gateway.json|gateway.yaml [--port N] [-- command ...]
@@ -57,11 +57,8 @@ async function fromYaml(file: string, text: string): Promise<unknown> {
 
 /** Runs the gateway until SIGINT/SIGTERM; SIGHUP reads the config again. */
 export async function gatewayCommand(argv: string[], out: (s: string) => void): Promise<number> {
-  const dash = argv.indexOf("--");
-  const command = dash === -1 ? [] : argv.slice(dash + 1);
-  if (dash !== -1 && command.length === 0)
-    throw new UsageError("gateway: -- names no command (write -- node file.mjs)");
-  const values = parse("gateway", dash === -1 ? argv : argv.slice(0, dash), {
+  const { own, command } = splitCommand("gateway", argv);
+  const values = parse("gateway", own, {
     config: { type: "string" },
     port: { type: "string" },
     help: { type: "boolean", short: "h" },

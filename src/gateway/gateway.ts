@@ -113,9 +113,7 @@ function policyFor(
     }
   }
   try {
-    const p = policy(o);
-    tele?.observe(u.wire, p);
-    return p;
+    return policy(o);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError("gateway config", `upstreams.${name}.policy`, settings, message);

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { ConfigError, type Observer, type Policy } from "../index.ts";
+import { ConfigError, type Observer } from "../index.ts";
 import type { Wire } from "./config.ts";
 
 /** The GenAI conventions' name of who serves each wire format (`gen_ai.provider.name`). */
@@ -11,10 +11,10 @@ const PROVIDERS: Record<Wire, string> = {
 
 /** The gateway's OpenTelemetry (`"otel": true`): each upstream's calls traced and measured
  * by the library's `otel()` observer on the process's global providers, inside the trace a
- * client's `traceparent` names. */
+ * client's `traceparent` names. No breaker or budget gauges: `otel().gauges` names no
+ * upstream, and a reload would register them again for each policy it makes. */
 export interface Telemetry {
-  /** The observer of an upstream's calls; its breaker and budget as gauges. */
-  observe(wire: Wire, p: Policy): void;
+  /** The observer of an upstream's calls. */
   observer(wire: Wire): Observer;
   /** Runs `send` inside the trace the client's headers carry (W3C `traceparent`), if any. */
   within<T>(headers: IncomingHttpHeaders, send: () => T): T;
@@ -37,7 +37,6 @@ export async function telemetry(): Promise<Telemetry> {
   };
   return {
     observer: of,
-    observe: (wire, p) => of(wire).gauges(p),
     within: (headers, send) =>
       api.context.with(api.propagation.extract(api.ROOT_CONTEXT, headers), send),
   };

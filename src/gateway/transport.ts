@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
+import { hasUndici, undiciTransport } from "../providers/transport.ts";
 
 /**
  * The gateway's transport to its upstreams: undici's `request` (its dispatcher API) under a
@@ -9,20 +10,22 @@ import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
  * reads it whole anyway); a stream goes through undici's fetch. Undefined without undici.
  */
 export async function leanFetch(): Promise<typeof globalThis.fetch | undefined> {
-  const undici = await import("undici").catch(() => undefined);
-  if (undici === undefined) return undefined;
-  const agent = new undici.Agent({ headersTimeout: 0, bodyTimeout: 0 });
+  if (!hasUndici()) return undefined;
+  const [undici, own] = await Promise.all([import("undici"), undiciTransport(undefined)]);
   return (async (input: string | URL | Request, init: RequestInit = {}) => {
+    // The fetch layer's own dispatcher when it hands one (a connect timeout), else the one
+    // the library's transport makes (no header or body timeout).
+    const dispatcher = ((init as { dispatcher?: unknown }).dispatcher ?? own.dispatcher) as never;
     // A stream's events go on through undici's own fetch: its body is a web stream already,
     // where converting a Node stream costs each event more than the request saves.
     if (streams(String(input), init.body))
-      return undici.fetch(String(input), { ...init, dispatcher: agent } as never);
+      return own.fetch(String(input), { ...init, dispatcher } as RequestInit);
     const r = await undici.request(String(input), {
       method: (init.method ?? "GET") as "POST",
       headers: headersOf(init.headers),
       body: init.body as string | undefined,
       signal: init.signal ?? undefined,
-      dispatcher: agent,
+      dispatcher,
     });
     const headers = new Headers();
     for (const [k, v] of Object.entries(r.headers)) {

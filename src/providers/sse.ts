@@ -170,7 +170,8 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
   #give(e: SseChunk): IteratorResult<SseChunk> {
     // The answer's end is judged on its last event with data: a keep-alive comment or a
     // blank line after `[DONE]` ends nothing.
-    if (e instanceof SseRun || e.raw.includes("data:")) this.#last = e;
+    if (this.#finished !== undefined && (e instanceof SseRun || e.raw.includes("data:")))
+      this.#last = e;
     if (e instanceof SseRun) return { done: false, value: e };
     if (this.#look !== undefined) {
       // A look that throws (a dialect's reader) stops looking; the stream goes on.
