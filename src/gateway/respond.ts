@@ -61,7 +61,9 @@ export async function pipeStream(
   keepAliveMs: number,
   seen: (chunk: Uint8Array) => void = () => {},
 ): Promise<"ok" | "stream-interrupted" | "left"> {
-  const reader = body.getReader();
+  // The body's own iterator: the fetch layer's stream hands its events' bytes on through
+  // it with no web stream between (a third of a stream's cost per event through the gateway).
+  const reader = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   let last = Date.now();
   const timer = setInterval(
     () => {
@@ -78,12 +80,12 @@ export async function pipeStream(
   let gone = false;
   const left = () => {
     gone = true;
-    reader.cancel().catch(() => {});
+    reader.return?.().catch(() => {});
   };
   out.once("close", left);
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await reader.next();
       if (gone || out.destroyed) {
         left();
         return "left";

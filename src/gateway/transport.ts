@@ -1,5 +1,7 @@
+import { STATUS_CODES } from "node:http";
 import { Readable } from "node:stream";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
+import { ReadResponse } from "../providers/read-response.ts";
 import { hasUndici, undiciTransport } from "../providers/transport.ts";
 
 /**
@@ -44,7 +46,19 @@ export async function leanFetch(): Promise<typeof globalThis.fetch | undefined> 
         headers,
       });
     const body = decoded(Buffer.from(await r.body.arrayBuffer()), headers);
-    return new Response(NO_BODY.has(status) ? null : new Uint8Array(body), { status, headers });
+    if (NO_BODY.has(status)) return new Response(null, { status, headers });
+    // JSON is handed on as its text, read once (no body stream built, no bytes copied).
+    if ((headers.get("content-type") ?? "").includes("json")) {
+      const head = {
+        status,
+        statusText: STATUS_CODES[status] ?? "",
+        headers,
+        url: String(input),
+        redirected: false,
+      };
+      return new ReadResponse(body.toString("utf8"), head, undefined);
+    }
+    return new Response(new Uint8Array(body), { status, headers });
   }) as typeof globalThis.fetch;
 }
 

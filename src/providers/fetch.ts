@@ -818,7 +818,9 @@ async function unary(c: FetchCall, record?: Recorder): Promise<Response> {
       if (!res.ok) throw await UpstreamAnswer.read(res);
       ctx.answering(); // a hedge race is decided on the headers (rule 21)
       last = res.headers;
-      if (!dialect || !res.headers.get("content-type")?.includes("json") || res.body === null)
+      // (An answer read whole already has a body, and asking for it would build one.)
+      const bodiless = !(res instanceof ReadResponse) && res.body === null;
+      if (!dialect || !res.headers.get("content-type")?.includes("json") || bodiless)
         return { res };
       // Read inside the attempt: a body cut short is retried. The SDK is handed the value
       // parsed here (it would parse the same text).

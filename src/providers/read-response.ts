@@ -9,11 +9,11 @@
 export class ReadResponse extends Response {
   readonly #text: string;
   readonly #json: unknown;
-  readonly #from: Response;
+  readonly #from: ResponseHead;
   #used = false;
   #real: Response | undefined;
 
-  constructor(text: string, from: Response, json: unknown) {
+  constructor(text: string, from: ResponseHead, json: unknown) {
     super(null, { status: from.status, statusText: from.statusText });
     this.#text = text;
     this.#json = json;
@@ -93,5 +93,11 @@ export class ReadResponse extends Response {
       : new ReadResponse(this.#text, this.#from, undefined);
   }
 }
+
+/** What an answer says besides its body: a Response's, or a transport's that read it whole. */
+export type ResponseHead = Pick<
+  Response,
+  "status" | "statusText" | "headers" | "url" | "redirected"
+>;
 
 const used = () => new TypeError("Body is unusable: Body has already been read");

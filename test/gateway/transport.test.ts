@@ -34,6 +34,43 @@ describe("the gateway's transport (leanFetch)", () => {
     fault.setScript({});
   });
 
+  it("a JSON answer is read once, as a body is, by any of fetch's readers; other bytes stay bytes", async () => {
+    const { createServer } = await import("node:http");
+    const bytes = Uint8Array.from([0, 255, 128, 10]); // no UTF-8: kept as sent
+    const server = createServer((req, res) => {
+      req.resume();
+      if (req.url === "/bin")
+        return void res.writeHead(200, { "content-type": "application/octet-stream" }).end(bytes);
+      res.writeHead(201, { "content-type": "application/json", "x-up": "1" }).end('{"a":"é"}');
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const once = () => send(`${url}/`, { method: "POST", body: "{}" });
+      const a = await once();
+      expect([a.status, a.statusText, a.ok, a.headers.get("x-up"), a.url]).toEqual([
+        201,
+        "Created",
+        true,
+        "1",
+        `${url}/`,
+      ]);
+      expect([a.bodyUsed, await a.text(), a.bodyUsed]).toEqual([false, '{"a":"é"}', true]);
+      await expect(a.json()).rejects.toThrow(TypeError); // read already
+      const b = await once();
+      expect(new TextDecoder().decode(await b.arrayBuffer())).toBe('{"a":"é"}');
+      const c = await once();
+      const read = await new Response(c.body).json(); // its body, as a stream
+      expect(read).toEqual({ a: "é" });
+      const clone = (await once()).clone();
+      expect(await clone.json()).toEqual({ a: "é" });
+      const bin = await send(`${url}/bin`, { method: "POST", body: "{}" });
+      expect(new Uint8Array(await bin.arrayBuffer())).toEqual(bytes);
+    } finally {
+      server.close();
+    }
+  });
+
   it("a compressed answer is decoded, as fetch would; a 205 has no body", async () => {
     const { createServer } = await import("node:http");
     const { gzipSync } = await import("node:zlib");
