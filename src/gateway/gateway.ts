@@ -50,7 +50,7 @@ import { type Answer, IDEMPOTENCY_KEY, Replays } from "./replays.ts";
 import { attemptHeaders, costHeaders, headersOf, pipeStream } from "./respond.ts";
 import { Runs, Tally } from "./runs.ts";
 import { type Telemetry, telemetry } from "./telemetry.ts";
-import { leanFetch } from "./transport.ts";
+import { gatewayFetch } from "./transport.ts";
 import { type ClientCall, clientKey, errorBody, readCall, wireOfPath } from "./wires.ts";
 
 export type { GatewayConfig, ModelRoute, Target, UpstreamConfig, Wire } from "./config.ts";
@@ -81,7 +81,7 @@ interface State {
 interface Gear {
   readonly fleet: Shared | undefined;
   readonly tele: Telemetry | undefined;
-  readonly lean: typeof globalThis.fetch | undefined;
+  readonly transport: ReturnType<typeof gatewayFetch>;
 }
 
 /** What the gateways of a fleet share (`breakwater/redis`'s `sharedState`). */
@@ -123,7 +123,7 @@ function policyFor(
 
 /** Each upstream with its policy and fetch layer; one unchanged since `prior` keeps its own. */
 function live(config: Resolved, prior: State | undefined, gear: Gear): State {
-  const { fleet, tele, lean } = gear;
+  const { fleet, tele, transport } = gear;
   const upstreams = new Map<string, LiveUpstream>();
   for (const [name, u] of config.upstreams) {
     const was = prior?.upstreams.get(name);
@@ -143,7 +143,7 @@ function live(config: Resolved, prior: State | undefined, gear: Gear): State {
     const layer = guardedFetch({
       policy: p,
       continuation: u.continuation === true,
-      ...(lean !== undefined && { fetch: lean }),
+      fetch: transport,
     });
     upstreams.set(name, { ...rest, name, policy: p, settings, fetch: layer });
   }
@@ -480,7 +480,7 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
   const first = resolveConfig(config);
   const fleet = first.fleet === undefined ? undefined : await joinFleet(first.fleet);
   const tele = first.otel ? await telemetry() : undefined;
-  const gear: Gear = { fleet: fleet?.state, tele, lean: await leanFetch() };
+  const gear: Gear = { fleet: fleet?.state, tele, transport: gatewayFetch() };
   let state = live(first, undefined, gear);
   const metrics = new GatewayMetrics();
   const idem = first.idempotency;
@@ -515,6 +515,7 @@ export async function gateway(config: GatewayConfig | unknown): Promise<Gateway>
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       await Promise.allSettled([...inFlight]);
+      gear.transport.close(); // its idle keep-alive connections
       await fleet?.leave();
     },
   };

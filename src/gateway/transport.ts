@@ -1,88 +1,137 @@
-import { STATUS_CODES } from "node:http";
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  STATUS_CODES,
+} from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
-import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
+import {
+  brotliDecompressSync,
+  createBrotliDecompress,
+  createGunzip,
+  createInflate,
+  gunzipSync,
+  inflateSync,
+} from "node:zlib";
 import { ReadResponse } from "../providers/read-response.ts";
-import { hasUndici, undiciTransport } from "../providers/transport.ts";
 
 /**
- * The gateway's transport to its upstreams: undici's `request` (its dispatcher API) under a
- * fetch-shaped function, with no header or body timeout (the policy's timeouts govern), in
- * place of undici's WHATWG `fetch`, whose Request, header lists and body streams cost the
- * gateway a third of its time per call. A JSON answer is read whole here (the fetch layer
- * reads it whole anyway); a stream goes through undici's fetch. Undefined without undici.
+ * The gateway's transport to its upstreams: Node's own HTTP client under a fetch-shaped
+ * function, on keep-alive agents, with no header or body timeout (the policy's timeouts
+ * govern). Not the WHATWG fetch: its Request, header lists and request body stream, and
+ * undici's parser and its wait of one event-loop turn before reusing an idle connection,
+ * cost the gateway a third of its time per call. A JSON answer is read whole here (the
+ * fetch layer reads it whole anyway) and handed on as its text; a stream's body is a web
+ * stream over the response; a compressed body is decoded, as fetch would. Redirects are
+ * not followed (an API does not redirect a POST), and none is asked for.
  */
-export async function leanFetch(): Promise<typeof globalThis.fetch | undefined> {
-  if (!hasUndici()) return undefined;
-  const [undici, own] = await Promise.all([import("undici"), undiciTransport(undefined)]);
-  return (async (input: string | URL | Request, init: RequestInit = {}) => {
-    // The fetch layer's own dispatcher when it hands one (a connect timeout), else the one
-    // the library's transport makes (no header or body timeout).
-    const dispatcher = ((init as { dispatcher?: unknown }).dispatcher ?? own.dispatcher) as never;
-    // A stream's events go on through undici's own fetch: its body is a web stream already,
-    // where converting a Node stream costs each event more than the request saves.
-    if (streams(String(input), init.body))
-      return own.fetch(String(input), { ...init, dispatcher } as RequestInit);
-    const r = await undici.request(String(input), {
-      method: (init.method ?? "GET") as "POST",
-      headers: headersOf(init.headers),
-      body: init.body as string | undefined,
-      signal: init.signal ?? undefined,
-      dispatcher,
-    });
-    const headers = new Headers();
-    for (const [k, v] of Object.entries(r.headers)) {
-      if (v === undefined) continue;
-      if (Array.isArray(v)) for (const one of v) headers.append(k, one);
-      else headers.append(k, v);
-    }
-    const status = r.statusCode;
-    if (status < 200 || status > 599) {
-      r.body.destroy();
-      throw new TypeError(`an answer with status ${status}, which no fetch can hand on`);
-    }
-    if ((headers.get("content-type") ?? "").includes("event-stream"))
-      return new Response(Readable.toWeb(r.body) as ReadableStream<Uint8Array>, {
-        status,
+export function gatewayFetch(): typeof globalThis.fetch & { close(): void } {
+  const options = { keepAlive: true, maxSockets: 256, scheduling: "lifo" } as const;
+  const http = new HttpAgent(options);
+  const https = new HttpsAgent(options);
+  const send = (input: string | URL | Request, init: RequestInit = {}) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(String(input));
+      const body = init.body;
+      if (body !== undefined && body !== null && typeof body !== "string")
+        throw new TypeError("the gateway's transport sends a body given as a string");
+      const headers = headersOf(init.headers);
+      if (body != null) headers["content-length"] = String(Buffer.byteLength(body));
+      const secure = url.protocol === "https:";
+      const req = (secure ? httpsRequest : httpRequest)(url, {
+        method: init.method ?? "GET",
         headers,
+        agent: secure ? https : http,
+        ...(init.signal && { signal: init.signal }),
       });
-    const body = decoded(Buffer.from(await r.body.arrayBuffer()), headers);
-    if (NO_BODY.has(status)) return new Response(null, { status, headers });
-    // JSON is handed on as its text, read once (no body stream built, no bytes copied).
-    if ((headers.get("content-type") ?? "").includes("json")) {
-      const head = {
-        status,
-        statusText: STATUS_CODES[status] ?? "",
-        headers,
-        url: String(input),
-        redirected: false,
-      };
-      return new ReadResponse(body.toString("utf8"), head, undefined);
-    }
-    return new Response(new Uint8Array(body), { status, headers });
-  }) as typeof globalThis.fetch;
+      req.once("error", reject);
+      req.once("response", (res) => answer(res, String(input)).then(resolve, reject));
+      req.end(body ?? undefined);
+    });
+  return Object.assign(send as typeof globalThis.fetch, {
+    close() {
+      http.destroy();
+      https.destroy();
+    },
+  });
 }
 
-/** Whether a request asks for a stream: `"stream": true` in its body (OpenAI's, Anthropic's
- * APIs), or Gemini's `:streamGenerateContent`. */
-function streams(url: string, body: unknown): boolean {
-  return url.includes(":streamGenerateContent") || (typeof body === "string" && STREAM.test(body));
+/** The answer to a request sent to `url`, as fetch would hand it. */
+function answer(res: IncomingMessage, url: string): Promise<Response> {
+  const status = res.statusCode ?? 0;
+  const headers = new Headers();
+  const raw = res.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  const type = headers.get("content-type") ?? "";
+  if (NO_BODY.has(status)) {
+    res.resume();
+    return Promise.resolve(new Response(null, { status, headers }));
+  }
+  if (type.includes("event-stream")) {
+    const body = Readable.toWeb(decoding(res, headers)) as ReadableStream<Uint8Array>;
+    return Promise.resolve(new Response(body, { status, headers }));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on("data", (c: Buffer) => chunks.push(c));
+    res.once("error", reject);
+    res.once("end", () => {
+      try {
+        const all = decoded(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), headers);
+        if (!type.includes("json"))
+          return resolve(new Response(new Uint8Array(all), { status, headers }));
+        // JSON is handed on as its text, read once (no body stream built, no bytes copied).
+        const statusText = STATUS_CODES[status] ?? "";
+        const head = { status, statusText, headers, url, redirected: false };
+        resolve(new ReadResponse(all.toString("utf8"), head, undefined));
+      } catch (error) {
+        reject(error);
+      }
+    });
+  });
 }
-const STREAM = /"stream"\s*:\s*true/;
 
 const NO_BODY = new Set([204, 205, 304]);
 
-/** A body as its `content-encoding` says (fetch decodes it; undici's request does not). */
-function decoded(body: Buffer, headers: Headers): Buffer {
+/** The coding a body came in, taken off the headers (what is handed on is decoded), or
+ * undefined when it came as it is. */
+function codingOf(headers: Headers): string | undefined {
   const coding = headers.get("content-encoding")?.trim().toLowerCase();
-  if (coding === undefined || coding === "identity" || body.length === 0) return body;
-  headers.delete("content-encoding"); // what is handed on is decoded
-  if (coding === "gzip" || coding === "x-gzip") return gunzipSync(body);
-  if (coding === "br") return brotliDecompressSync(body);
-  if (coding === "deflate") return inflateSync(body);
-  throw new TypeError(`an answer in a content-encoding the gateway cannot read: ${coding}`);
+  if (coding === undefined || coding === "identity") return undefined;
+  if (!DECODERS.has(coding))
+    throw new TypeError(`an answer in a content-encoding the gateway cannot read: ${coding}`);
+  headers.delete("content-encoding");
+  headers.delete("content-length");
+  return coding;
 }
 
-/** A request's headers as undici's request takes them. */
+const DECODERS = new Set(["gzip", "x-gzip", "br", "deflate"]);
+
+/** A whole body as its `content-encoding` says. */
+function decoded(body: Buffer, headers: Headers): Buffer {
+  const coding = codingOf(headers);
+  if (coding === undefined || body.length === 0) return body;
+  if (coding === "br") return brotliDecompressSync(body);
+  if (coding === "deflate") return inflateSync(body);
+  return gunzipSync(body);
+}
+
+/** A streamed body as its `content-encoding` says, decoded as it comes. */
+function decoding(res: IncomingMessage, headers: Headers): Readable {
+  const coding = codingOf(headers);
+  if (coding === undefined) return res;
+  const decoder =
+    coding === "br"
+      ? createBrotliDecompress()
+      : coding === "deflate"
+        ? createInflate()
+        : createGunzip();
+  res.once("error", (e) => decoder.destroy(e));
+  return res.pipe(decoder);
+}
+
+/** A request's headers as Node's client takes them. */
 function headersOf(given: RequestInit["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
   if (given === undefined) return out;

@@ -7,8 +7,8 @@
  */
 export class SseEvent {
   readonly raw: string;
-  /** The bytes it came in, when it came as one network read of its own (passed on as
-   * they are, not encoded again). */
+  /** The bytes it came in, when it came as one network read of its own or as its part of
+   * a read all of ASCII (passed on as they are, not encoded again). */
   readonly bytes: Uint8Array | undefined;
   #data: string | undefined;
   #event: string | undefined;

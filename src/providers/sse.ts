@@ -254,11 +254,17 @@ class SseReader implements AsyncIterableIterator<SseChunk> {
     if (fresh && breaks && plain && text.length >= 2 && text.indexOf("\n\n") === text.length - 2)
       return new SseEvent(text, bytes);
     const buffer = this.#buffer === "" ? text : this.#buffer + text;
+    // A fresh read all of ASCII (as many characters as bytes): each event's bytes are its
+    // own part of the read, handed on as they came rather than encoded again.
+    const ascii = fresh && text.length === bytes.length;
+    let at = 0;
     this.#buffer = cutEvents(buffer, plain, (raw, last) => {
       // One event in one read, as servers mostly send them: its bytes go on as they came
       // (ending in a line break, they hold no half of a character the decoder keeps).
       const whole = fresh && last && this.#ready.length === 0 && breaks;
-      this.#ready.push(new SseEvent(raw, whole ? bytes : undefined));
+      const own = whole ? bytes : ascii ? bytes.subarray(at, at + raw.length) : undefined;
+      at += raw.length;
+      this.#ready.push(new SseEvent(raw, own));
     });
     return undefined;
   }

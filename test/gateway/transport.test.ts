@@ -1,16 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { leanFetch } from "../../src/gateway/transport.ts";
+import { gatewayFetch } from "../../src/gateway/transport.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 
-// The gateway's transport: undici's request under a fetch-shaped function (a stream through
-// undici's fetch), answering as fetch would.
+// The gateway's transport: Node's HTTP client under a fetch-shaped function, answering as
+// fetch would.
 let fault: FaultServer;
-let send: typeof fetch;
+let send: ReturnType<typeof gatewayFetch>;
 beforeAll(async () => {
   fault = await startFaultServer();
-  send = (await leanFetch())!;
+  send = gatewayFetch();
 });
-afterAll(() => fault?.close());
+afterAll(() => {
+  send?.close();
+  return fault?.close();
+});
 
 const post = (body: object, init: RequestInit = {}) =>
   send(`${fault.url}/v1/chat/completions`, {
@@ -21,7 +24,7 @@ const post = (body: object, init: RequestInit = {}) =>
   });
 const ask = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
-describe("the gateway's transport (leanFetch)", () => {
+describe("the gateway's transport (gatewayFetch)", () => {
   it("a JSON answer: its status, headers and body, as fetch gives them", async () => {
     const ok = await post(ask);
     expect(ok.status).toBe(200);
@@ -71,12 +74,23 @@ describe("the gateway's transport (leanFetch)", () => {
     }
   });
 
-  it("a compressed answer is decoded, as fetch would; a 205 has no body", async () => {
+  it("a compressed answer is decoded, as fetch would, a stream as it comes; a 205 has no body", async () => {
     const { createServer } = await import("node:http");
-    const { gzipSync } = await import("node:zlib");
+    const { gzipSync, createBrotliCompress, constants } = await import("node:zlib");
     const server = createServer((req, res) => {
       req.resume();
       if (req.url === "/reset") return void res.writeHead(205).end();
+      if (req.url === "/stream") {
+        res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "br" });
+        const br = createBrotliCompress();
+        br.pipe(res);
+        br.write("data: one\n\n");
+        // Flushed: the first event reaches the client before the second is sent.
+        br.flush(constants.BROTLI_OPERATION_FLUSH, () =>
+          setTimeout(() => br.end("data: two\n\n"), 30),
+        );
+        return;
+      }
       res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
       res.end(gzipSync(JSON.stringify({ ok: true })));
     });
@@ -87,6 +101,15 @@ describe("the gateway's transport (leanFetch)", () => {
       expect([r.headers.get("content-encoding"), await r.json()]).toEqual([null, { ok: true }]);
       const reset = await send(`http://127.0.0.1:${port}/reset`, { method: "POST", body: "{}" });
       expect([reset.status, await reset.text()]).toEqual([205, ""]);
+      const stream = await send(`http://127.0.0.1:${port}/stream`, { method: "POST", body: "{}" });
+      expect(stream.headers.get("content-encoding")).toBeNull();
+      const reader = stream.body!.getReader();
+      const first = new TextDecoder().decode((await reader.read()).value);
+      expect(first).toBe("data: one\n\n"); // before the second was sent
+      let rest = "";
+      for (let r = await reader.read(); !r.done; r = await reader.read())
+        rest += new TextDecoder().decode(r.value);
+      expect(rest).toBe("data: two\n\n");
     } finally {
       server.close();
     }
@@ -102,6 +125,18 @@ describe("the gateway's transport (leanFetch)", () => {
     const waiting = post(ask, { signal: ac.signal });
     setTimeout(() => ac.abort(new Error("cut")), 50);
     await expect(waiting).rejects.toThrow();
+    // An abort after the headers ends the body's read.
+    fault.setScript({ rules: [{ stream: { after: 1, action: "stall" } }] });
+    const late = new AbortController();
+    const open = await post({ ...ask, stream: true }, { signal: late.signal });
+    const reading = open.body!.getReader();
+    await reading.read(); // the first chunk
+    setTimeout(() => late.abort(new Error("cut")), 20);
+    await expect(
+      (async () => {
+        for (;;) if ((await reading.read()).done) return "ended";
+      })(),
+    ).rejects.toThrow();
     fault.setScript({});
   });
 });

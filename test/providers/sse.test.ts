@@ -60,8 +60,14 @@ describe("sseEvents", () => {
     }
   });
 
-  it("an event that came as one read of its own keeps its bytes; the rest are re-encoded", async () => {
-    const parts = ["data: one\n\n", "data: two\n\ndata: three\n\n", "data: fo", "ur\n\n"];
+  it("an event that came as one read of its own, or as part of an ASCII read, keeps its bytes; the rest are re-encoded", async () => {
+    const parts = [
+      "data: one\n\n",
+      "data: two\n\ndata: three\n\n",
+      "data: fo",
+      "ur\n\n",
+      "data: é\n\ndata: six\n\n",
+    ];
     const enc = new TextEncoder();
     const stream = new ReadableStream<Uint8Array>({
       start(c) {
@@ -73,9 +79,11 @@ describe("sseEvents", () => {
     for await (const e of sseEvents(stream)) seen.push([e.data, e.bytes !== undefined]);
     expect(seen).toEqual([
       ["one", true],
-      ["two", false],
-      ["three", false],
+      ["two", true],
+      ["three", true],
       ["four", false],
+      ["é", false],
+      ["six", false],
     ]);
   });
 
