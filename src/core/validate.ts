@@ -115,10 +115,20 @@ export function parseOptions<S extends Spec>(
 ): Parsed<S> {
   const v = typeof owner === "string" ? new Validator(owner) : owner;
   const o = input === undefined ? {} : v.object(at || "options", input);
-  v.known(at, o, Object.keys(spec));
+  const keys = keysOf(spec);
+  // Options made per call pass here: the common case (every key known) costs one lookup a key.
+  for (const k in o) if (!Object.hasOwn(spec, k) && Object.hasOwn(o, k)) v.known(at, o, keys);
   const out: Record<string, unknown> = {};
-  for (const key of Object.keys(spec)) out[key] = spec[key]!(v, at ? `${at}.${key}` : key, o[key]);
+  for (const key of keys) out[key] = spec[key]!(v, at ? `${at}.${key}` : key, o[key]);
   return out as Parsed<S>;
+}
+
+const specKeys = new WeakMap<Spec, readonly string[]>();
+/** A spec's keys, listed once. */
+function keysOf(spec: Spec): readonly string[] {
+  let keys = specKeys.get(spec);
+  if (keys === undefined) specKeys.set(spec, (keys = Object.keys(spec)));
+  return keys;
 }
 
 /** A spec prepared for `checkOptions`: its rules by key, looked up without a prototype. */

@@ -83,6 +83,7 @@ export async function pipeStream(
     reader.return?.().catch(() => {});
   };
   out.once("close", left);
+  let first = true;
   try {
     for (;;) {
       const { done, value } = await reader.next();
@@ -93,6 +94,15 @@ export async function pipeStream(
       if (done) return "ok";
       last = Date.now();
       seen(value);
+      if (first) {
+        // The first content goes out now, with the headers: Node holds a response's writes
+        // until the turn ends, and the rest of a read that held many events is still to
+        // be passed through the policy's reading.
+        first = false;
+        out.write(value);
+        out.socket?.uncork();
+        continue;
+      }
       await write(out, value);
     }
   } catch (error) {
