@@ -91,6 +91,7 @@ export {
   type RateLimiterOptions,
   type RateLimits,
   RateLimitWaitError,
+  type Spend,
 } from "./core/limiter.ts";
 export {
   type OutputCheck,

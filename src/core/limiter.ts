@@ -79,7 +79,14 @@ export interface Limiter {
    * Optional: a hedge goes only while it is not false; without it, a hedge never stands
    * down for the limiter. */
   readonly calm?: boolean;
+  /** What others calling the same upstream under the same limits spent (the other
+   * processes of a fleet): taken from the buckets. Optional: without it a fleet shares
+   * only its holds. */
+  spend?(spent: Spend): void;
 }
+
+/** What calls spent of each limit: requests and tokens. */
+export type Spend = { readonly [D in keyof RateLimitState]?: number };
 
 /** True for anything that implements Limiter (duck-typed, as breakers are). */
 export const isLimiter = (x: unknown): x is Limiter =>
@@ -262,6 +269,13 @@ const DIMENSIONS: Readonly<
   outputTokens: { need: outputOf, spent: outputSpent, option: "outputTokensPerMinute" },
 };
 const DIMS = Object.keys(DIMENSIONS) as Dimension[];
+
+/** What a call of `cost` takes of each limit when it is let go (before its usage is known). */
+export function needOf(cost: Cost): Spend {
+  const out: { [D in Dimension]?: number } = {};
+  for (const d of DIMS) out[d] = DIMENSIONS[d].need(cost);
+  return out;
+}
 
 /** Whether `w` goes before `b`: priority, then urgency (the earliest deadline among
  * those about to miss it), then the newest. */
@@ -610,6 +624,19 @@ export class RateLimiter implements Limiter {
 
   heldForMs(): number {
     return Math.max(0, this.#holdUntil - this.#clock.now());
+  }
+
+  /** What other processes spent under the same limits (rule 18): taken from the buckets
+   * known, as if spent here; a bucket not known yet learns it from the next headers. */
+  spend(spent: Spend): void {
+    const now = this.#clock.now();
+    for (const d of this.#known) {
+      const n = spent[d];
+      if (n === undefined || !(n > 0)) continue;
+      const b = this.#buckets[d]!;
+      b.refill(now);
+      b.give(-n);
+    }
   }
 
   /** The share left of the tightest limit, 0 to 1 (1 with no limits known, 0 while

@@ -63,7 +63,7 @@ export async function pipeStream(
 ): Promise<"ok" | "stream-interrupted" | "left"> {
   // The body's own iterator: the fetch layer's stream hands its events' bytes on through
   // it with no web stream between (a third of a stream's cost per event through the gateway).
-  const reader = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  const reader = (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   let last = Date.now();
   const timer = setInterval(
     () => {

@@ -1,6 +1,7 @@
 /**
  * Shared state for a fleet on Redis: one retry budget, admission and breaker per
- * upstream across processes, and a rate limiter's 429 holds, with every decision local.
+ * upstream across processes, and a rate limiter's 429 holds and spending, with every
+ * decision local.
  *
  * @example
  * ```ts
@@ -29,13 +30,13 @@ import {
 import { SharedAdaptiveAdmission } from "./admission.ts";
 import { SharedBreaker } from "./breaker.ts";
 import { SharedRetryBudget, type SharedRetryBudgetOptions } from "./budget.ts";
-import { SharedHoldLimiter } from "./limiter.ts";
+import { SharedLimiter } from "./limiter.ts";
 import { Fleet, type FleetOptions } from "./state.ts";
 
 export { SharedAdaptiveAdmission } from "./admission.ts";
 export { SharedBreaker } from "./breaker.ts";
 export { SharedRetryBudget, type SharedRetryBudgetOptions } from "./budget.ts";
-export { SharedHoldLimiter } from "./limiter.ts";
+export { SharedHoldLimiter, SharedLimiter } from "./limiter.ts";
 export { Fleet, type FleetOptions, type RedisLike } from "./state.ts";
 
 /** Shared state for one fleet of processes, on one Redis: pass what it makes as a
@@ -56,9 +57,10 @@ export interface SharedState {
   budget(upstream: string, options?: SharedRetryBudgetOptions): SharedRetryBudget;
   /** A circuit breaker the first process to open opens for all. */
   breaker(upstream: string, options?: Omit<CircuitBreakerOptions, "clock">): SharedBreaker;
-  /** `local` (a process's own rate limiter), its 429 holds shared: a Retry-After one
-   * process hears holds every process's limiter for that upstream. */
-  limiter(upstream: string, local: Limiter): SharedHoldLimiter;
+  /** `local` (a process's own rate limiter), its 429 holds and its spending shared: a
+   * Retry-After one process hears holds every process's limiter for that upstream, and
+   * what each lets go is taken from the others' buckets. */
+  limiter(upstream: string, local: Limiter): SharedLimiter;
   /** Stops syncing (the client is yours to close). */
   close(): void;
 }
@@ -90,7 +92,7 @@ export function sharedState(options: FleetOptions): SharedState {
     admission: (upstream, o) => new SharedAdaptiveAdmission(fleet, checked(upstream), o),
     budget: (upstream, o) => new SharedRetryBudget(fleet, checked(upstream), o),
     breaker: (upstream, o) => new SharedBreaker(fleet, checked(upstream), o),
-    limiter: (upstream, local) => new SharedHoldLimiter(fleet, checked(upstream), local),
+    limiter: (upstream, local) => new SharedLimiter(fleet, checked(upstream), local),
     close: () => fleet.close(),
   };
 }

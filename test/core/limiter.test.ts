@@ -237,6 +237,22 @@ describe("RateLimiter", () => {
     expect(await settled(p)).toBe("resolved");
   });
 
+  it("spends what others spent (a fleet's other processes) from the buckets it knows, and refills it", async () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ clock, limits: { requestsPerMinute: 10, tokensPerMinute: 1_000 } });
+    l.spend({ requests: 4, tokens: 900, inputTokens: 50 }); // no input bucket: nothing to take
+    expect(l.headroom()).toBeCloseTo(0.1, 6); // tokens, the tightest
+    expect(l.tryAcquire({ inputTokens: 200 })).toBeUndefined();
+    l.spend({ requests: Number.NaN, tokens: -500 }); // nothing given back, nothing broken
+    expect(l.headroom()).toBeCloseTo(0.1, 6);
+    await clock.advance(6_000); // a tenth of the window refills a tenth
+    expect(l.headroom()).toBeCloseTo(0.2, 6);
+    expect(l.tryAcquire({ inputTokens: 150 })).toBeDefined();
+    const blank = new RateLimiter({ clock });
+    blank.spend({ requests: 100 }); // no limits known: it still fails open
+    expect(blank.tryAcquire({})).toBeDefined();
+  });
+
   it("a hold (a 429's Retry-After) stops everything until it passes", async () => {
     const clock = new VirtualClock();
     const l = new RateLimiter({ clock });

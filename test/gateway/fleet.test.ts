@@ -7,8 +7,8 @@ import { type FaultServer, startFaultServer } from "../../src/testing/fault-serv
 import { startRedis, type TestRedis } from "../fixtures/redis.ts";
 
 // Three gateway processes, one Redis (docs/architecture.md, rule 18): an upstream's breaker
-// opened, its retry budget spent, or a 429's hold heard, through one gateway holds in the
-// other two.
+// opened, its retry budget spent, a 429's hold heard, or its rate limit spent, through one
+// gateway holds in the other two.
 let fault: FaultServer;
 let redis: TestRedis;
 const dir = mkdtempSync(join(tmpdir(), "bw-gateway-fleet-"));
@@ -62,8 +62,19 @@ beforeAll(async () => {
           apiKey: "u",
           policy: fast,
         },
+        capped: {
+          wire: "openai",
+          baseUrl: `${fault.url}/v1`,
+          apiKey: "u",
+          policy: { ...fast, limiter: { limits: { requestsPerMinute: 3 } } },
+        },
       },
-      models: { "m-breaker": "guarded", "m-budget": "budgeted", "m-hold": "limited" },
+      models: {
+        "m-breaker": "guarded",
+        "m-budget": "budgeted",
+        "m-hold": "limited",
+        "m-capped": "capped",
+      },
     }),
   );
   gateways.push(...(await Promise.all([start(file), start(file), start(file)])));
@@ -76,10 +87,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const chat = (url: string, model: string) =>
+const chat = (url: string, model: string, headers: Record<string, string> = {}) =>
   fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: "Bearer k", "content-type": "application/json" },
+    headers: { authorization: "Bearer k", "content-type": "application/json", ...headers },
     body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] }),
   });
 const sent = (model: string) => fault.stats().timeline.filter((a) => a.model === model).length;
@@ -125,5 +136,21 @@ describe("a fleet of three gateways on one Redis", () => {
       expect(r.headers.get("x-breakwater-reason")).toMatch(/rate-limit-wait|retry-after-too-long/);
     }
     expect(sent("m-hold")).toBe(1); // the other gateways sent nothing: the upstream asked for 40 s
+  });
+
+  it("an upstream's rate limit spent through one gateway is spent for all: the others refuse, nothing sent", async () => {
+    fault.setScript({});
+    // Three requests a minute for the fleet: one gateway lets all three go.
+    for (let i = 0; i < 3; i++) expect((await chat(gateways[0]!.url, "m-capped")).status).toBe(200);
+    expect(sent("m-capped")).toBe(3);
+    await syncs();
+    // The next refill is 20 s away; a run that has 2 s is refused at once by the others too.
+    for (const [i, g] of gateways.slice(1).entries()) {
+      const run = { "x-breakwater-run": `capped-${i}`, "x-breakwater-run-deadline-ms": "2000" };
+      const r = await chat(g.url, "m-capped", run);
+      expect(r.status).toBe(429);
+      expect(r.headers.get("x-breakwater-reason")).toBe("rate-limit-wait");
+    }
+    expect(sent("m-capped")).toBe(3);
   });
 });

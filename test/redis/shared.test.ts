@@ -286,3 +286,61 @@ describe("a rate limiter's 429 holds shared through Redis", () => {
     }
   });
 });
+
+describe("a rate limiter's spending shared through Redis", () => {
+  it("three processes under one key's 10 requests a minute let 10 go in all, not 30", async () => {
+    const [a, b, c] = await processes(3);
+    const limiters = [a!, b!, c!].map((s) =>
+      s.limiter("openai:key-1", new RateLimiter({ limits: { requestsPerMinute: 10 } })),
+    );
+    await Promise.all([a!, b!, c!].map((s) => s.sync())); // joined: nothing owed from before
+    let sent = 0;
+    for (let i = 0; i < 6; i++) if (limiters[0]!.tryAcquire({}) !== undefined) sent++;
+    expect(sent).toBe(6);
+    await a!.sync(); // published
+    await Promise.all([b!.sync(), c!.sync()]); // the others take the six from their buckets
+    for (const l of limiters.slice(1)) expect(l.headroom()).toBeCloseTo(0.4, 1);
+    // What is left (4) is left to the fleet: one process spends it, the others then have none.
+    for (let i = 0; i < 4; i++) expect(limiters[1]!.tryAcquire({})).toBeDefined();
+    await b!.sync();
+    await Promise.all([a!.sync(), c!.sync()]);
+    expect(limiters[2]!.tryAcquire({})).toBeUndefined();
+    expect(limiters[0]!.tryAcquire({})).toBeUndefined();
+  });
+
+  it("tokens too: a process's estimates count against the others' token buckets", async () => {
+    const [a, b] = await processes(2);
+    const [la, lb] = [a!, b!].map((s) =>
+      s.limiter("anthropic:key-2", new RateLimiter({ limits: { tokensPerMinute: 10_000 } })),
+    );
+    await Promise.all([a!.sync(), b!.sync()]);
+    expect(la!.tryAcquire({ inputTokens: 4_000, outputTokens: 2_000 })).toBeDefined();
+    await a!.sync();
+    await b!.sync();
+    expect(lb!.headroom()).toBeCloseTo(0.4, 1);
+    expect(lb!.tryAcquire({ inputTokens: 4_000, outputTokens: 2_000 })).toBeUndefined();
+  });
+
+  it("with Redis away, what a process spent is kept and told when it is back", async () => {
+    const [a, b] = await processes(2);
+    const [la, lb] = [a!, b!].map((s) =>
+      s.limiter("google:key-3", new RateLimiter({ limits: { requestsPerMinute: 10 } })),
+    );
+    await Promise.all([a!.sync(), b!.sync()]);
+    await redis.kill();
+    try {
+      for (let i = 0; i < 5; i++) expect(la!.tryAcquire({})).toBeDefined();
+      await a!.sync().catch(() => {}); // fails: nothing is told
+      expect(lb!.headroom()).toBeGreaterThan(0.95);
+    } finally {
+      await redis.restart();
+    }
+    // Told at the first sync that lands once Redis is back (the client reconnects first).
+    for (let tries = 0; Math.abs(lb!.headroom() - 0.5) > 0.05; tries++) {
+      if (tries > 100) throw new Error(`never told: headroom ${lb!.headroom()}`);
+      await sleep(50);
+      await a!.sync().catch(() => {});
+      await b!.sync().catch(() => {});
+    }
+  });
+});
