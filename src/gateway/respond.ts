@@ -64,17 +64,7 @@ export async function pipeStream(
   // The body's own iterator: the fetch layer's stream hands its events' bytes on through
   // it with no web stream between (a third of a stream's cost per event through the gateway).
   const reader = (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-  let last = Date.now();
-  const timer = setInterval(
-    () => {
-      if (Date.now() - last >= keepAliveMs && !out.writableEnded) {
-        out.write(": keep-alive\n\n");
-        last = Date.now();
-      }
-    },
-    Math.max(50, Math.floor(keepAliveMs / 2)),
-  );
-  timer.unref();
+  const quiet = keepAlive(out, keepAliveMs);
   // The client left: the upstream's stream is cancelled, and the read it ends (as done)
   // says "left", never a whole answer.
   let gone = false;
@@ -92,7 +82,7 @@ export async function pipeStream(
         return "left";
       }
       if (done) return "ok";
-      last = Date.now();
+      quiet.heard();
       seen(value);
       if (first) {
         // The first content goes out now, with the headers: Node holds a response's writes
@@ -111,8 +101,30 @@ export async function pipeStream(
     out.write(streamErrorEvent(call.wire, call.operation, "stream-interrupted", message));
     return "stream-interrupted";
   } finally {
-    clearInterval(timer);
+    quiet.stop();
     out.off("close", left);
     if (!out.writableEnded) out.end();
   }
+}
+
+/** An SSE comment on `out` every `ms` that nothing else was written (a quiet stream's
+ * proxies and clients would take it for dead). */
+function keepAlive(out: ServerResponse, ms: number) {
+  let last = Date.now();
+  const timer = setInterval(
+    () => {
+      if (Date.now() - last >= ms && !out.writableEnded) {
+        out.write(": keep-alive\n\n");
+        last = Date.now();
+      }
+    },
+    Math.max(50, Math.floor(ms / 2)),
+  );
+  timer.unref();
+  return {
+    heard: () => {
+      last = Date.now();
+    },
+    stop: () => clearInterval(timer),
+  };
 }
