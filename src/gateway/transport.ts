@@ -2,10 +2,12 @@ import {
   Agent as HttpAgent,
   request as httpRequest,
   type IncomingMessage,
+  type RequestOptions,
   STATUS_CODES,
 } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
+import { urlToHttpOptions } from "node:url";
 import {
   brotliDecompressSync,
   createBrotliDecompress,
@@ -30,23 +32,39 @@ export function gatewayFetch(): typeof globalThis.fetch & { close(): void } {
   const options = { keepAlive: true, maxSockets: 256, scheduling: "lifo" } as const;
   const http = new HttpAgent(options);
   const https = new HttpsAgent(options);
+  const targets = new Targets();
   const send = (input: string | URL | Request, init: RequestInit = {}) =>
     new Promise<Response>((resolve, reject) => {
-      const url = new URL(String(input));
+      const href = String(input);
+      const to = targets.of(href);
       const body = init.body;
       if (body !== undefined && body !== null && typeof body !== "string")
         throw new TypeError("the gateway's transport sends a body given as a string");
       const headers = headersOf(init.headers);
       if (body != null) headers["content-length"] = String(Buffer.byteLength(body));
-      const secure = url.protocol === "https:";
-      const req = (secure ? httpsRequest : httpRequest)(url, {
+      const req = (to.secure ? httpsRequest : httpRequest)({
+        ...to.options,
         method: init.method ?? "GET",
         headers,
-        agent: secure ? https : http,
-        ...(init.signal && { signal: init.signal }),
+        agent: to.secure ? https : http,
       });
+      const signal = init.signal;
+      if (signal != null) {
+        if (signal.aborted) return void req.destroy(signal.reason);
+        const abort = () => req.destroy(signal.reason);
+        signal.addEventListener("abort", abort, { once: true });
+        req.once("close", () => signal.removeEventListener("abort", abort));
+      }
       req.once("error", reject);
-      req.once("response", (res) => answer(res, String(input)).then(resolve, reject));
+      req.once("response", (res) => {
+        // An abort after the headers ends the body's read with the signal's reason.
+        if (signal != null && !signal.aborted) {
+          const abort = () => res.destroy(signal.reason);
+          signal.addEventListener("abort", abort, { once: true });
+          res.once("close", () => signal.removeEventListener("abort", abort));
+        }
+        answer(res, href).then(resolve, reject);
+      });
       req.end(body ?? undefined);
     });
   return Object.assign(send as typeof globalThis.fetch, {
@@ -55,6 +73,26 @@ export function gatewayFetch(): typeof globalThis.fetch & { close(): void } {
       https.destroy();
     },
   });
+}
+
+/** Where each URL sends a request, read once: parsing a URL and turning it into a request's
+ * options costs more than the rest of a request's start. */
+class Targets {
+  readonly #known = new Map<string, { secure: boolean; options: RequestOptions }>();
+
+  of(href: string) {
+    let to = this.#known.get(href);
+    if (to !== undefined) return to;
+    const url = new URL(href);
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new TypeError(
+        `the gateway's transport sends over http: and https:, not ${url.protocol}`,
+      );
+    to = { secure: url.protocol === "https:", options: urlToHttpOptions(url) };
+    if (this.#known.size >= 1_000) this.#known.clear(); // bounded: a route has few URLs
+    this.#known.set(href, to);
+    return to;
+  }
 }
 
 /** The answer to a request sent to `url`, as fetch would hand it. */

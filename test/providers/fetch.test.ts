@@ -61,6 +61,35 @@ describe("the attempt header: a server can tell retries apart", () => {
   });
 });
 
+describe("the attempt number on headers given as a plain object (a gateway's, a caller's own)", () => {
+  it("set on a copy in any case of its name; the SDK's retry count kept; a bad header refused as Headers would", async () => {
+    const sent: Record<string, string>[] = [];
+    const layer = guardedFetch({
+      policy: testPolicy().p,
+      fetch: async (_url, init) => {
+        sent.push(init!.headers as Record<string, string>);
+        return sent.length === 1 ? new Response("{}", { status: 503 }) : Response.json({});
+      },
+    });
+    const given = { "X-Retry-Attempt": "7", "content-type": "application/json" };
+    await layer("http://x.local/v1/other", { method: "POST", body: "{}", headers: given });
+    expect(sent.map((h) => h["X-Retry-Attempt"])).toEqual(["1", "2"]);
+    expect(sent.every((h) => h["x-retry-attempt"] === undefined)).toBe(true);
+    expect(given["X-Retry-Attempt"]).toBe("7"); // the caller's own object is not changed
+    sent.length = 0;
+    const sdk = { "X-Stainless-Retry-Count": "0" };
+    await layer("http://x.local/v1/other", { method: "POST", body: "{}", headers: sdk });
+    expect(sent.map((h) => [h["X-Stainless-Retry-Count"], h["x-retry-attempt"]])).toEqual([
+      ["0", undefined],
+      ["1", undefined],
+    ]);
+    for (const headers of [{ "a b": "c" }, { ok: "line\nbreak" }])
+      await expect(
+        layer("http://x.local/v1/other", { method: "POST", body: "{}", headers }),
+      ).rejects.toThrow(TypeError);
+  });
+});
+
 describe("attemptFetch: under an SDK that breakwater retries above (AI SDK, LangChain)", () => {
   it("the AI SDK: each request carries the middleware's attempt number", async () => {
     fs.script({ rules: [{ requests: [1, 2], status: 503 }] });
