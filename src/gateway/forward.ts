@@ -12,7 +12,7 @@ import {
 } from "../index.ts";
 import { waitOf } from "../internal.ts";
 import { safeJson } from "../providers/dialect.ts";
-import { callOptions } from "../providers/fetch.ts";
+import { BODY_JSON, callOptions } from "../providers/fetch.ts";
 import type { UpstreamConfig } from "./config.ts";
 import { type ClientCall, FORWARDED_HEADERS, upstreamAuth } from "./wires.ts";
 
@@ -46,9 +46,10 @@ function requestTo(
     const v = client[h];
     if (typeof v === "string") headers[h] = v;
   }
+  const init = { method: "POST", headers, body: call.bodyFor(hop.model) };
   return {
     url: `${hop.up.baseUrl}${call.upstreamPath(hop.model)}`,
-    init: { method: "POST", headers, body: call.bodyFor(hop.model) },
+    init: Object.assign(init, { [BODY_JSON]: call.jsonFor(hop.model) }),
   };
 }
 

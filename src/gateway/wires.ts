@@ -12,6 +12,9 @@ export interface ClientCall {
   upstreamPath(model: string): string;
   /** The body to send, asking for `model` (the client's own text when it is the same). */
   bodyFor(model: string): string;
+  /** The object that body is the JSON of (read, never changed): the fetch layer reads it
+   * rather than parsing the body again. */
+  jsonFor(model: string): Json | undefined;
 }
 
 type Json = Record<string, unknown>;
@@ -54,6 +57,8 @@ export function readCall(
   const model = typeof json?.model === "string" ? json.model : undefined;
   const stream = json?.stream === true;
   const body = (m: string) => renamed(text, json, m);
+  const jsonFor = (m: string) =>
+    json === undefined || json.model === m ? json : { ...json, model: m };
   const o = OPENAI.exec(path);
   if (o !== null) {
     const tail = o[1] as keyof typeof OPERATIONS;
@@ -64,6 +69,7 @@ export function readCall(
       stream,
       upstreamPath: () => `/${tail}${queryOf(search)}`,
       bodyFor: body,
+      jsonFor,
     };
   }
   const a = ANTHROPIC.exec(path);
@@ -75,6 +81,7 @@ export function readCall(
       stream,
       upstreamPath: () => `${path}${queryOf(search)}`,
       bodyFor: body,
+      jsonFor,
     };
   const g = GOOGLE.exec(path);
   if (g === null) return undefined;
@@ -87,6 +94,7 @@ export function readCall(
     stream: verb === "streamGenerateContent",
     upstreamPath: (m) => `/${version}/models/${encodeURIComponent(m)}:${verb}${queryOf(search)}`,
     bodyFor: () => text,
+    jsonFor: () => json,
   };
 }
 

@@ -160,6 +160,11 @@ const SPEC = {
 /** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
 const CALL = Symbol.for("breakwater.call");
 
+/** @internal On a request's init, the object its JSON body was made of (read, never
+ * changed), from a caller that parsed or built it (the gateway): the fetch layer reads it
+ * rather than parsing a long conversation again. Only with a body given as a string. */
+export const BODY_JSON = Symbol.for("breakwater.bodyJson");
+
 /** What one call of a wrapped client may carry. */
 export interface PerCall {
   /** The run this call draws on. */
@@ -342,7 +347,9 @@ function outgoing(
   let stream = url.includes("alt=sse") && /[?&]alt=sse(?:&|$)/.test(url);
   let json: unknown;
   if (typeof body === "string" && body.startsWith("{")) {
-    const given = sdkBody(body);
+    const given =
+      ((init as { [BODY_JSON]?: unknown })[BODY_JSON] as Record<string, unknown> | undefined) ??
+      sdkBody(body);
     // Only a body that says `"stream": true` is prepared; the rest go as sent.
     const streams = given !== undefined ? given.stream === true : saysStream(body);
     json = given ?? (streams || parse ? safeJson(body) : undefined);

@@ -3,12 +3,12 @@ import { GoogleGenAI } from "@google/genai";
 import { ChatOpenAI } from "@langchain/openai";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 import OpenAI from "openai";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { classify } from "../../src/core/classify.ts";
 import { ledgerOf, reasonOf } from "../../src/core/errors.ts";
 import { ConfigError } from "../../src/core/validate.ts";
 import { breakwaterMiddleware } from "../../src/providers/ai-sdk.ts";
-import { attemptFetch, guardedFetch } from "../../src/providers/fetch.ts";
+import { attemptFetch, BODY_JSON, guardedFetch } from "../../src/providers/fetch.ts";
 import { withBreakwater as google } from "../../src/providers/google.ts";
 import { withBreakwater as langchain } from "../../src/providers/langchain.ts";
 import { withBreakwater as openai } from "../../src/providers/openai.ts";
@@ -83,10 +83,35 @@ describe("the attempt number on headers given as a plain object (a gateway's, a 
       ["0", undefined],
       ["1", undefined],
     ]);
-    for (const headers of [{ "a b": "c" }, { ok: "line\nbreak" }])
+    for (const headers of [{ "a b": "c" }, { ok: "line\nbreak" }] as Record<string, string>[])
       await expect(
         layer("http://x.local/v1/other", { method: "POST", body: "{}", headers }),
       ).rejects.toThrow(TypeError);
+  });
+});
+
+describe("a body its caller parsed already (the gateway's)", () => {
+  it("is read from the object handed with it, not parsed again", async () => {
+    const body = JSON.stringify({
+      model: "m",
+      messages: [{ role: "user", content: "x".repeat(5_000) }],
+    });
+    const layer = guardedFetch({
+      policy: testPolicy().p,
+      fetch: async () => Response.json({ choices: [] }),
+    });
+    const parse = vi.spyOn(JSON, "parse");
+    try {
+      const init = { method: "POST", body, [BODY_JSON]: JSON.parse(body) };
+      parse.mockClear();
+      await layer("http://x.local/v1/chat/completions", init);
+      expect(parse.mock.calls.filter(([text]) => text === body)).toEqual([]);
+      // Without it, the body is parsed (for the rate limiter's estimate, the checks).
+      await layer("http://x.local/v1/chat/completions", { method: "POST", body });
+      expect(parse.mock.calls.filter(([text]) => text === body).length).toBeGreaterThan(0);
+    } finally {
+      parse.mockRestore();
+    }
   });
 });
 
