@@ -65,6 +65,14 @@ export function replyChecks<R>(
   };
 }
 
+/** Whether an event's text could hold a truncating finish reason (as a JSON string; text
+ * with a \u escape could spell one any way, so it could). */
+const namesTruncation = (raw: string) => {
+  if (raw.includes("\\u")) return true;
+  for (const reason of TRUNCATED_FINISH) if (raw.includes(`"${reason}"`)) return true;
+  return false;
+};
+
 /** How many of a stream's last events hold its finish reason, whatever the provider. */
 const TAIL = 8;
 
@@ -74,6 +82,7 @@ export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
   jsons: (chunks: readonly E[]) => readonly unknown[],
+  raws?: (chunks: readonly E[]) => readonly string[],
 ): OutputOptions<readonly E[]> | undefined {
   const answer = dialect.answer;
   if (answer === undefined || (c.truncation === "allow" && c.validate === undefined))
@@ -83,8 +92,13 @@ export function streamChecks<E>(
     answerOf: (events) => read(events).text,
     // The finish reason is in the last events (the usage chunk may follow it): no need to
     // parse the whole stream to read it. Each chunk holds at least one event.
-    truncated: (events) =>
-      c.truncation === "error" && TRUNCATED_FINISH.has(read(events.slice(-TAIL)).finish ?? ""),
+    truncated: (events) => {
+      if (c.truncation !== "error") return false;
+      const tail = events.slice(-TAIL);
+      // Text that names no truncating reason holds none: nothing to parse (the common case).
+      if (raws !== undefined && !raws(tail).some(namesTruncation)) return false;
+      return TRUNCATED_FINISH.has(read(tail).finish ?? "");
+    },
     ...(c.validate !== undefined && { validate: c.validate }),
     ...(c.fencedJson === false && { fencedJson: false }),
   };

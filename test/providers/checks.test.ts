@@ -1,0 +1,48 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { streamChecks } from "../../src/providers/checks.ts";
+import { openaiDialect } from "../../src/providers/dialects/openai.ts";
+import { SseEvent } from "../../src/providers/sse.ts";
+
+// A stream's truncation check reads its last events' finish reason; events whose text names
+// no truncating reason are not parsed at all.
+const dialect = openaiDialect();
+const checks = { truncation: "error", validate: undefined } as const;
+const event = (json: string) => new SseEvent(`data: ${json}\n\n`);
+const chunk = (finish: string | null, content = "word") =>
+  event(
+    JSON.stringify({
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta: { content }, finish_reason: finish }],
+    }),
+  );
+const jsons = (es: readonly SseEvent[]) => es.map((e) => e.json);
+const raws = (es: readonly SseEvent[]) => es.map((e) => e.raw);
+
+describe("a stream's truncation check", () => {
+  it("reads a truncating finish reason, with or without the text's look first", () => {
+    for (const r of [undefined, raws]) {
+      const o = streamChecks(dialect, checks, jsons, r)!;
+      expect(o.truncated!([chunk(null), chunk("length"), event("[DONE]")])).toBe(true);
+      expect(o.truncated!([chunk(null), chunk("stop"), event("[DONE]")])).toBe(false);
+      // A reason spelled with an escape is still read.
+      const escaped = event(
+        '{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"\\u006cength"}]}',
+      );
+      expect(o.truncated!([chunk(null), escaped])).toBe(true);
+    }
+  });
+
+  it("property: the look first never changes the verdict", () => {
+    const reason = fc.constantFrom(null, "stop", "length", "tool_calls", "content_filter");
+    const content = fc.oneof(fc.string(), fc.constantFrom('"length"', "length", "max_tokens"));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(reason, content), { minLength: 1, maxLength: 12 }), (parts) => {
+        const es = parts.map(([f, c]) => chunk(f, c));
+        const plain = streamChecks(dialect, checks, jsons)!.truncated!(es);
+        const looked = streamChecks(dialect, checks, jsons, raws)!.truncated!(es);
+        expect(looked).toBe(plain);
+      }),
+    );
+  });
+});
