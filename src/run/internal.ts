@@ -14,15 +14,18 @@ export interface RunParts {
   readonly requestKey: RequestKey | undefined;
 }
 
-const parts = new WeakMap<object, RunParts>();
+/** Reads a Run's parts (the Run class sets it when it loads): its own private field, not a
+ * WeakMap entry per run, which a process making a run per request pays for in every
+ * garbage collection. */
+let read: (run: object) => RunParts | undefined = () => undefined;
 
-export function registerRun(run: object, p: RunParts): void {
-  parts.set(run, p);
+export function readRunParts(reader: (run: object) => RunParts | undefined): void {
+  read = reader;
 }
 
 /** The parts of `run`, or undefined when it is not a Run. */
 export function partsOf(run: unknown): RunParts | undefined {
-  return run !== null && typeof run === "object" ? parts.get(run) : undefined;
+  return run !== null && typeof run === "object" ? read(run) : undefined;
 }
 
 export const isRun = (x: unknown): boolean => partsOf(x) !== undefined;

@@ -3,7 +3,7 @@ import type { Ledger } from "../core/ledger.ts";
 import type { Usage } from "../core/usage.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { CallLog, inStepOf } from "./calls.ts";
-import { partsOf, registerRun } from "./internal.ts";
+import { partsOf, type RunParts, readRunParts } from "./internal.ts";
 import { type Journal, type Lease, RunClaimedError } from "./journal.ts";
 import { RunLimits, type RunStats } from "./limits.ts";
 import type { RequestKey } from "./request-key.ts";
@@ -177,12 +177,19 @@ export class Run {
         },
         lost: () => this.#takenOver(journal),
       });
-    registerRun(this, {
+    this.#parts = {
       limits: this.#limits,
       memo: new ToolMemo(this.#limits, this.clock),
       calls,
       requestKey: o.requestKey,
-    });
+    };
+  }
+
+  /** What the policy and the tool guard work with (`partsOf`). */
+  readonly #parts: RunParts;
+
+  static {
+    readRunParts((x) => (#parts in x ? (x as Run).#parts : undefined));
   }
 
   /** What the run has counted so far (a copy). */
