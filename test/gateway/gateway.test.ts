@@ -39,6 +39,14 @@ beforeAll(async () => {
         apiKey: "env:BW_TEST_UPSTREAM_KEY",
         policy: FAST,
       },
+      // The pool's own member on the primary: the 30 s hold its test hears stays on it, not
+      // on the upstream the other tests call (which would wait it out).
+      member: {
+        wire: "openai",
+        baseUrl: `${primary.url}/v1`,
+        apiKey: "env:BW_TEST_UPSTREAM_KEY",
+        policy: FAST,
+      },
       slow: {
         wire: "openai",
         baseUrl: `${primary.url}/v1`,
@@ -77,7 +85,7 @@ beforeAll(async () => {
       "slow-chained": ["slow", { upstream: "backup", model: "backup-model" }],
       slow: "slow",
       hedged: "hedged",
-      pooled: { pool: ["openai", "backup"] },
+      pooled: { pool: ["member", "backup"] },
       "claude-sonnet": "anthropic",
       "gemini-flash": "google",
       "claude-on": "anthropic-on",
@@ -209,6 +217,7 @@ describe("gateway: JSON calls through the official openai client", () => {
 
   it("a content filter is sent once and handed on as the provider said it; a chain moves it on", async () => {
     script({ rules: [{ status: 400, error: "content_filter" }] });
+    const t0 = Date.now();
     const e = await openai()
       .chat.completions.create(ask())
       .catch((x: unknown) => x);
@@ -219,6 +228,8 @@ describe("gateway: JSON calls through the official openai client", () => {
     const r = await openai().chat.completions.create(ask("chained"));
     expect(r.choices[0]?.message.content).toBe(HELLO);
     expect([sent(primary), sent(backup)]).toEqual([2, 1]);
+    // Nothing held it: the pool's 30 s Retry-After before is its own member's.
+    expect(Date.now() - t0).toBeLessThan(5_000);
   });
 
   it("a primary that flaps (503 for a while, healthy, 503 again): every call answers, each sends at most two requests, the primary takes the calls back", async () => {
