@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { classify } from "../../src/core/classify.ts";
 import { gatewayFetch } from "../../src/gateway/transport.ts";
 import { type FaultServer, startFaultServer } from "../../src/testing/fault-server/server.ts";
 
@@ -138,5 +139,51 @@ describe("the gateway's transport (gatewayFetch)", () => {
       })(),
     ).rejects.toThrow();
     fault.setScript({});
+  });
+
+  it("over HTTPS: a trusted certificate answers (its name checked); an untrusted one fails as TLS, no retry", async () => {
+    const { createServer } = await import("node:https");
+    const { readFileSync } = await import("node:fs");
+    const { execFile } = await import("node:child_process");
+    const tls = new URL("../fixtures/tls/", import.meta.url);
+    const server = createServer(
+      {
+        key: readFileSync(new URL("localhost.key", tls)),
+        cert: readFileSync(new URL("localhost.crt", tls)),
+      },
+      (req, res) => {
+        req.resume();
+        res.writeHead(200, { "content-type": "application/json" }).end('{"over":"tls"}');
+      },
+    );
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as { port: number };
+    try {
+      // Untrusted here: the self-signed certificate fails the handshake, as configuration.
+      const error = await send(`https://localhost:${port}/`, { method: "POST", body: "{}" }).catch(
+        (e: unknown) => e,
+      );
+      expect(String((error as { code?: string }).code)).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/);
+      expect(classify(error).kind).toBe("unknown");
+      // Trusted by a process that adds it (NODE_EXTRA_CA_CERTS, as a corporate CA would be).
+      const transport = new URL("../../src/gateway/transport.ts", import.meta.url).href;
+      const script = `const { gatewayFetch } = await import(${JSON.stringify(transport)});
+        const send = gatewayFetch();
+        const r = await send("https://localhost:${port}/", { method: "POST", body: "{}" });
+        console.log(r.status, JSON.stringify(await r.json()));
+        send.close();`;
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          ["--input-type=module", "-e", script],
+          { env: { ...process.env, NODE_EXTRA_CA_CERTS: new URL("localhost.crt", tls).pathname } },
+          (e, stdout, stderr) =>
+            e ? reject(new Error(`${e.message}\n${stderr}`)) : resolve(stdout),
+        ),
+      );
+      expect(out.trim()).toBe('200 {"over":"tls"}');
+    } finally {
+      server.close();
+    }
   });
 });
