@@ -28,8 +28,18 @@ import { ReadResponse } from "../providers/read-response.ts";
  * stream over the response; a compressed body is decoded, as fetch would. Redirects are
  * not followed (an API does not redirect a POST), and none is asked for.
  */
-export function gatewayFetch(): typeof globalThis.fetch & { close(): void } {
-  const options = { keepAlive: true, maxSockets: 256, scheduling: "lifo" } as const;
+export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(): void } {
+  // An idle connection is closed after `idleMs`, 4 s (undici's default), before most servers close
+  // theirs (Node's own closes at 5 s): a request is never sent on a socket the server is
+  // closing, which would fail it (a reset) and spend an attempt. A server's own
+  // `Keep-Alive: timeout=` is honoured when shorter. (The timeout is the idle one: a call in
+  // flight is never cut by it.)
+  const options = {
+    keepAlive: true,
+    maxSockets: 256,
+    scheduling: "lifo",
+    timeout: idleMs,
+  } as const;
   const http = new HttpAgent(options);
   const https = new HttpsAgent(options);
   const targets = new Targets();

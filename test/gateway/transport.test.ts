@@ -141,6 +141,32 @@ describe("the gateway's transport (gatewayFetch)", () => {
     fault.setScript({});
   });
 
+  it("an idle connection is let go before a server would close it; a call in flight is never cut by that", async () => {
+    const { createServer } = await import("node:http");
+    let connections = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      const wait = req.url === "/slow" ? 700 : 0; // longer than the idle timeout below
+      setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end("{}"), wait);
+    });
+    server.on("connection", () => connections++);
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const idle = gatewayFetch(300);
+    try {
+      expect((await idle(`${url}/slow`, { method: "POST", body: "{}" })).status).toBe(200);
+      expect((await idle(`${url}/`, { method: "POST", body: "{}" })).status).toBe(200);
+      expect(connections).toBe(1); // kept alive between calls
+      await new Promise((r) => setTimeout(r, 900));
+      expect((await idle(`${url}/`, { method: "POST", body: "{}" })).status).toBe(200);
+      expect(connections).toBe(2); // the idle one was let go; a new one opened
+    } finally {
+      idle.close();
+      server.close();
+    }
+  });
+
   it("over HTTPS: a trusted certificate answers (its name checked); an untrusted one fails as TLS, no retry", async () => {
     const { createServer } = await import("node:https");
     const { readFileSync } = await import("node:fs");
