@@ -167,6 +167,38 @@ describe("the gateway's transport (gatewayFetch)", () => {
     }
   });
 
+  it("a body cut short (by its length, chunked, a stream) fails as a transport failure, retried", async () => {
+    const { createServer } = await import("node:net");
+    const heads = {
+      length:
+        'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"a":',
+      chunked:
+        'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"a":\r\n',
+      stream:
+        'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nf\r\ndata: {"a":1}\n\n\r\n',
+    };
+    let now: keyof typeof heads = "length";
+    const server = createServer((socket) =>
+      socket.once("data", () => {
+        socket.write(heads[now]);
+        setTimeout(() => socket.destroy(), 30);
+      }),
+    );
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+    try {
+      for (const cut of Object.keys(heads) as (keyof typeof heads)[]) {
+        now = cut;
+        const error = await send(url, { method: "POST", body: "{}" })
+          .then((r) => r.text())
+          .catch((e: unknown) => e);
+        expect(classify(error).kind, cut).toBe("transport");
+      }
+    } finally {
+      server.close();
+    }
+  });
+
   it("over HTTPS: a trusted certificate answers (its name checked); an untrusted one fails as TLS, no retry", async () => {
     const { createServer } = await import("node:https");
     const { readFileSync } = await import("node:fs");
