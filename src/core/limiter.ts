@@ -80,8 +80,8 @@ export interface Limiter {
    * down for the limiter. */
   readonly calm?: boolean;
   /** What others calling the same upstream under the same limits spent (the other
-   * processes of a fleet): taken from the buckets. Optional: without it a fleet shares
-   * only its holds. */
+   * processes of a fleet): taken from the buckets; a negative amount (reserved and not
+   * spent after all) is given back. Optional: without it a fleet shares only its holds. */
   spend?(spent: Spend): void;
 }
 
@@ -274,6 +274,13 @@ const DIMS = Object.keys(DIMENSIONS) as Dimension[];
 export function needOf(cost: Cost): Spend {
   const out: { [D in Dimension]?: number } = {};
   for (const d of DIMS) out[d] = DIMENSIONS[d].need(cost);
+  return out;
+}
+
+/** What a call of `cost` spent of each limit once it ended with `actual` (its usage). */
+export function spentOf(cost: Cost, actual: Partial<Usage> | undefined): Spend {
+  const out: { [D in Dimension]?: number } = {};
+  for (const d of DIMS) out[d] = DIMENSIONS[d].spent(cost, actual);
   return out;
 }
 
@@ -627,12 +634,13 @@ export class RateLimiter implements Limiter {
   }
 
   /** What other processes spent under the same limits (rule 18): taken from the buckets
-   * known, as if spent here; a bucket not known yet learns it from the next headers. */
+   * known, as if spent here (a negative amount, reserved there and not spent, is given
+   * back); a bucket not known yet learns it from the next headers. */
   spend(spent: Spend): void {
     const now = this.#clock.now();
     for (const d of this.#known) {
       const n = spent[d];
-      if (n === undefined || !(n > 0)) continue;
+      if (n === undefined || !Number.isFinite(n) || n === 0) continue;
       const b = this.#buckets[d]!;
       b.refill(now);
       b.give(-n);

@@ -46,10 +46,11 @@ function requestTo(
     const v = client[h];
     if (typeof v === "string") headers[h] = v;
   }
-  const init = { method: "POST", headers, body: call.bodyFor(hop.model) };
+  const body = call.bodyFor(hop.model);
+  const init = { method: "POST", headers, body };
   return {
     url: `${hop.up.baseUrl}${call.upstreamPath(hop.model)}`,
-    init: Object.assign(init, { [BODY_JSON]: call.jsonFor(hop.model) }),
+    init: Object.assign(init, { [BODY_JSON]: { text: body, json: call.jsonFor(hop.model) } }),
   };
 }
 

@@ -61,9 +61,7 @@ export async function pipeStream(
   keepAliveMs: number,
   seen: (chunk: Uint8Array) => void = () => {},
 ): Promise<"ok" | "stream-interrupted" | "left"> {
-  // The body's own iterator: the fetch layer's stream hands its events' bytes on through
-  // it with no web stream between (a third of a stream's cost per event through the gateway).
-  const reader = (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  const reader = readerOf(body);
   const quiet = keepAlive(out, keepAliveMs);
   // The client left: the upstream's stream is cancelled, and the read it ends (as done)
   // says "left", never a whole answer.
@@ -126,5 +124,22 @@ function keepAlive(out: ServerResponse, ms: number) {
       last = Date.now();
     },
     stop: () => clearInterval(timer),
+  };
+}
+
+/** How a body is read: the fetch layer's stream through its own iterator, which hands its
+ * events' bytes on with no web stream between (a third of a stream's cost per event
+ * through the gateway) and ends a pending read when returned; any other stream through its
+ * reader, whose cancel ends a pending read too (a web stream's iterator would wait for it). */
+function readerOf(body: ReadableStream<Uint8Array>): AsyncIterator<Uint8Array> {
+  if (Object.hasOwn(body, Symbol.asyncIterator))
+    return (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  const reader = body.getReader();
+  return {
+    next: () => reader.read() as Promise<IteratorResult<Uint8Array>>,
+    return: async () => {
+      await reader.cancel().catch(() => {});
+      return { done: true, value: undefined };
+    },
   };
 }

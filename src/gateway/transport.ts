@@ -6,7 +6,7 @@ import {
   STATUS_CODES,
 } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { Readable } from "node:stream";
+import { pipeline, Readable } from "node:stream";
 import { urlToHttpOptions } from "node:url";
 import {
   brotliDecompressSync,
@@ -29,17 +29,12 @@ import { ReadResponse } from "../providers/read-response.ts";
  * not followed (an API does not redirect a POST), and none is asked for.
  */
 export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(): void } {
-  // An idle connection is closed after `idleMs`, 4 s (undici's default), before most servers close
-  // theirs (Node's own closes at 5 s): a request is never sent on a socket the server is
-  // closing, which would fail it (a reset) and spend an attempt. A server's own
+  // An idle connection is closed after `idleMs`, 4 s (undici's default), before most
+  // servers close theirs (Node's own closes at 5 s): a request is never sent on a socket the
+  // server is closing, which would fail it (a reset) and spend an attempt. A server's own
   // `Keep-Alive: timeout=` is honoured when shorter. (The timeout is the idle one: a call in
-  // flight is never cut by it.)
-  const options = {
-    keepAlive: true,
-    maxSockets: 256,
-    scheduling: "lifo",
-    timeout: idleMs,
-  } as const;
+  // flight is never cut by it.) No cap on connections: the policy's limiter paces the calls.
+  const options = { keepAlive: true, scheduling: "lifo", timeout: idleMs } as const;
   const http = new HttpAgent(options);
   const https = new HttpsAgent(options);
   const targets = new Targets();
@@ -58,6 +53,7 @@ export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(
         headers,
         agent: to.secure ? https : http,
       });
+      req.once("error", reject);
       const signal = init.signal;
       if (signal != null) {
         if (signal.aborted) return void req.destroy(signal.reason);
@@ -65,7 +61,6 @@ export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(
         signal.addEventListener("abort", abort, { once: true });
         req.once("close", () => signal.removeEventListener("abort", abort));
       }
-      req.once("error", reject);
       req.once("response", (res) => {
         // An abort after the headers ends the body's read with the signal's reason.
         if (signal != null && !signal.aborted) {
@@ -73,7 +68,16 @@ export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(
           signal.addEventListener("abort", abort, { once: true });
           res.once("close", () => signal.removeEventListener("abort", abort));
         }
-        answer(res, href).then(resolve, reject);
+        // An answer no fetch could hand on (a status out of range, a coding it cannot read)
+        // rejects the call, its connection let go; it never throws out of this listener.
+        let answered: Promise<Response>;
+        try {
+          answered = answer(res, href);
+        } catch (error) {
+          res.destroy();
+          return reject(error);
+        }
+        answered.then(resolve, reject);
       });
       req.end(body ?? undefined);
     });
@@ -175,8 +179,8 @@ function decoding(res: IncomingMessage, headers: Headers): Readable {
       : coding === "deflate"
         ? createInflate()
         : createGunzip();
-  res.once("error", (e) => decoder.destroy(e));
-  return res.pipe(decoder);
+  // Either end going takes the other with it: a body cancelled lets its connection go.
+  return pipeline(res, decoder, () => {});
 }
 
 /** A request's headers as Node's client takes them. */

@@ -160,10 +160,19 @@ const SPEC = {
 /** What one call carries to the fetch layer, through the SDK's `fetchOptions`. */
 const CALL = Symbol.for("breakwater.call");
 
-/** @internal On a request's init, the object its JSON body was made of (read, never
- * changed), from a caller that parsed or built it (the gateway): the fetch layer reads it
- * rather than parsing a long conversation again. Only with a body given as a string. */
+/** @internal On a request's init, `{ text, json }`: the object its JSON body `text` was
+ * made of (read, never changed), from a caller that parsed or built it (the gateway). The
+ * fetch layer reads it rather than parsing a long conversation again, and only while the
+ * body is still that text (a wrapper that rewrote the body has it parsed as it is). */
 export const BODY_JSON = Symbol.for("breakwater.bodyJson");
+
+/** The object `body` was made of, when its caller said so with BODY_JSON. */
+function givenJson(init: RequestInit, body: string): Record<string, unknown> | undefined {
+  const given = (init as { [BODY_JSON]?: { text?: unknown; json?: unknown } })[BODY_JSON];
+  return given?.text === body && given.json !== null && typeof given.json === "object"
+    ? (given.json as Record<string, unknown>)
+    : undefined;
+}
 
 /** What one call of a wrapped client may carry. */
 export interface PerCall {
@@ -347,9 +356,7 @@ function outgoing(
   let stream = url.includes("alt=sse") && /[?&]alt=sse(?:&|$)/.test(url);
   let json: unknown;
   if (typeof body === "string" && body.startsWith("{")) {
-    const given =
-      ((init as { [BODY_JSON]?: unknown })[BODY_JSON] as Record<string, unknown> | undefined) ??
-      sdkBody(body);
+    const given = givenJson(init, body) ?? sdkBody(body);
     // Only a body that says `"stream": true` is prepared; the rest go as sent.
     const streams = given !== undefined ? given.stream === true : saysStream(body);
     json = given ?? (streams || parse ? safeJson(body) : undefined);

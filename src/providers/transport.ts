@@ -130,7 +130,10 @@ function numbered(
   header: string | false,
 ): RequestInit["headers"] {
   if (isPlain(given)) return numberedRecord(given, attempt, header);
-  const headers = given instanceof Headers ? given : new Headers(given);
+  return numberedHeaders(given instanceof Headers ? given : new Headers(given), attempt, header);
+}
+
+function numberedHeaders(headers: Headers, attempt: number, header: string | false): Headers {
   const retries = headers.get("x-stainless-retry-count");
   if (retries !== null) {
     const said = String(attempt - 1);
@@ -151,8 +154,9 @@ function numberedRecord(
   given: Record<string, string>,
   attempt: number,
   header: string | false,
-): Record<string, string> {
+): Record<string, string> | Headers {
   const out: Record<string, string> = {};
+  const seen = new Set<string>();
   let retries: string | undefined;
   let own: string | undefined;
   const ownName = header === false ? undefined : header.toLowerCase();
@@ -164,6 +168,9 @@ function numberedRecord(
     if (BREAKS.test(String(given[k])))
       throw new TypeError(`Headers: invalid value for header ${JSON.stringify(k)}`);
     const name = k.toLowerCase();
+    // The same name twice in two cases: Headers joins them; so does its path.
+    if (seen.has(name)) return numberedHeaders(new Headers(given), attempt, header);
+    seen.add(name);
     if (name === "x-stainless-retry-count") retries = k;
     else if (name === ownName) own = k;
     out[k] = given[k]!;

@@ -1,15 +1,27 @@
-import type { AcquireOptions, Cost, Limiter, Permit, Spend } from "../index.ts";
-import { needOf } from "../internal.ts";
+import {
+  type AcquireOptions,
+  type Cost,
+  type Limiter,
+  type Permit,
+  parseRateLimitHeaders,
+  type Spend,
+} from "../index.ts";
+import { needOf, spentOf } from "../internal.ts";
 import { type Fleet, type Member, Script } from "./state.ts";
 
 /** The limits a fleet's spending is counted in, in the order the script takes them. */
 const DIMS = ["requests", "tokens", "inputTokens", "outputTokens"] as const;
 
+/** Past this long without a good sync, what the others spent meanwhile is no longer owed:
+ * it has left the limits' window (a minute) by now. */
+const WINDOW_MS = 60_000;
+
 /**
  * One sync of a limiter with its fleet: publishes the longest hold heard here (a no-op at
- * 0) and what this process spent since its last sync (added to the fleet's running totals,
- * kept two minutes past the last spend); returns the fleet's hold left in ms and the
- * totals after this process's part, one per limit.
+ * 0) and what this process's spending changed by since its last sync (added to the fleet's
+ * running totals, which lapse two minutes after the fleet's last sync); returns the fleet's
+ * hold left in ms, the totals after this process's part, one per limit, and whether the
+ * totals were there before (1) or began with this sync (0).
  */
 const EXCHANGE = new Script(`
 local want = tonumber(ARGV[1])
@@ -18,25 +30,31 @@ if want > 0 and redis.call('PTTL', KEYS[1]) < want then
 end
 local left = redis.call('PTTL', KEYS[1])
 if left < 0 then left = 0 end
+local existed = redis.call('EXISTS', KEYS[2])
 local out = { left }
 for i = 1, 4 do
   local n = tonumber(ARGV[i + 1])
-  if n > 0 then redis.call('HINCRBYFLOAT', KEYS[2], tostring(i), n) end
+  if n ~= 0 then redis.call('HINCRBYFLOAT', KEYS[2], tostring(i), n) end
   out[i + 1] = redis.call('HGET', KEYS[2], tostring(i)) or '0'
 end
 redis.call('PEXPIRE', KEYS[2], 120000)
+out[6] = existed
 return out`);
 
 /**
  * A rate limiter whose 429 holds and whose spending the fleet shares (docs/architecture.md,
  * rule 18): the process that hears a Retry-After holds its own limiter and publishes the
  * hold on the spot; every other process holds its own at its next sync, for what is left of
- * it. What each process lets go is added to the fleet's totals at its sync, and what the
- * others let go since is taken from its own buckets, so N processes under one key's limits
- * spend its limits once, not N times (within one sync's worth). The buckets, the queue and
- * the concurrency stay the process's own limiter's, corrected by every answer's headers.
- * While Redis is unreachable, each process holds for what it heard and spends from what it
- * knows; what it spent meanwhile is published when Redis is back.
+ * it. What each process lets go is added to the fleet's totals at its sync (what a call was
+ * expected to take, corrected by what it spent once it ends; nothing for one never sent),
+ * and what the others let go since is taken from its own buckets, so N processes under one
+ * key's limits spend its limits once, not N times (within one sync's worth). An answer's
+ * rate-limit headers, which count the whole key's spending, correct the buckets they name,
+ * and the others' spending of that sync is not taken from those again. The buckets, the
+ * queue and the concurrency stay the process's own limiter's. While Redis is unreachable,
+ * each process holds for what it heard and spends from what it knows; what it spent
+ * meanwhile is published when Redis is back, and what the others spent more than a minute
+ * ago is not owed.
  */
 export class SharedLimiter implements Limiter, Member {
   readonly #local: Limiter;
@@ -44,11 +62,14 @@ export class SharedLimiter implements Limiter, Member {
   readonly #keys: [string, string];
   /** The longest hold heard here since the last sync, in ms. */
   #heard = 0;
-  /** What this process let go since its last sync, by limit. */
+  /** What this process's spending changed by since its last sync, by limit. */
   readonly #mine = [0, 0, 0, 0];
-  /** The fleet's totals at the last sync (undefined before the first: what was spent
+  /** The fleet's totals at the last good sync (undefined before the first: what was spent
    * before a process joined is in the headers it will hear, not owed again). */
   #totals: number[] | undefined;
+  #syncedAt = Number.NEGATIVE_INFINITY;
+  /** The limits an answer's headers corrected since the last sync. */
+  readonly #corrected = new Set<string>();
 
   constructor(fleet: Fleet, upstream: string, local: Limiter) {
     this.#local = local;
@@ -59,25 +80,48 @@ export class SharedLimiter implements Limiter, Member {
 
   tryAcquire(cost: Cost, group?: object): Permit | undefined {
     const permit = this.#local.tryAcquire(cost, group);
-    if (permit !== undefined) this.#spent(cost);
-    return permit;
+    return permit === undefined ? undefined : this.#counted(permit, cost);
   }
 
   async acquire(cost: Cost, options?: AcquireOptions): Promise<Permit> {
-    const permit = await this.#local.acquire(cost, options);
-    this.#spent(cost);
+    return this.#counted(await this.#local.acquire(cost, options), cost);
+  }
+
+  /** `permit`, its call's spending counted: what it takes now, corrected when it ends. */
+  #counted(permit: Permit, cost: Cost): Permit {
+    const need = needOf(cost);
+    this.#count(need, 1);
+    const { settle, cancel } = permit;
+    let open = true;
+    permit.settle = (actual, end) => {
+      if (open) {
+        open = false;
+        this.#count(spentOf(cost, actual), 1);
+        this.#count(need, -1);
+      }
+      settle.call(permit, actual, end);
+    };
+    permit.cancel = () => {
+      if (open) {
+        open = false;
+        this.#count(need, -1); // never sent: nothing spent
+      }
+      cancel.call(permit);
+    };
     return permit;
   }
 
-  #spent(cost: Cost): void {
-    const need = needOf(cost);
+  #count(spent: Spend, sign: 1 | -1): void {
     DIMS.forEach((d, i) => {
-      this.#mine[i]! += need[d] ?? 0;
+      const n = spent[d];
+      if (n !== undefined && Number.isFinite(n)) this.#mine[i]! += sign * n;
     });
   }
 
   observeHeaders(headers: unknown, wallNow?: number): void {
     this.#local.observeHeaders(headers, wallNow);
+    const said = parseRateLimitHeaders(headers, wallNow);
+    for (const d of DIMS) if (said[d]?.remaining !== undefined) this.#corrected.add(d);
   }
 
   hold(ms: number): void {
@@ -108,35 +152,48 @@ export class SharedLimiter implements Limiter, Member {
   async sync(): Promise<void> {
     const heard = Math.ceil(this.#heard);
     const mine = this.#mine.splice(0, 4, 0, 0, 0, 0);
+    const corrected = new Set(this.#corrected);
+    this.#corrected.clear();
     this.#heard = 0;
     let reply: unknown[];
     try {
       reply = (await EXCHANGE.run(this.#fleet.client, this.#keys, [heard, ...mine])) as unknown[];
     } catch (error) {
-      // Not published: kept for the next sync.
+      // Not published: kept for the next sync. (A reply lost after the script ran would
+      // publish it twice: an overcount of one sync's spending, on the safe side.)
       this.#heard = Math.max(this.#heard, heard);
       mine.forEach((n, i) => {
         this.#mine[i]! += n;
       });
+      for (const d of corrected) this.#corrected.add(d);
       throw error;
     }
     const left = Number(reply[0]);
     if (left > this.heldForMs()) this.#local.hold(left);
-    this.#owe(reply.slice(1).map(Number), mine);
+    this.#owe(reply.slice(1, 5).map(Number), mine, corrected, Number(reply[5]) === 1);
   }
 
-  /** Spends what the fleet spent since the last sync, less this process's own part. */
-  #owe(totals: number[], mine: number[]): void {
+  /** Spends what the fleet spent since the last sync, less this process's own part, on the
+   * limits no answer's headers corrected meanwhile. */
+  #owe(totals: number[], mine: number[], corrected: ReadonlySet<string>, kept: boolean): void {
     const before = this.#totals;
+    const now = this.#fleet.clock.now();
+    const stale = now - this.#syncedAt > WINDOW_MS;
     this.#totals = totals;
-    // The first sync, or the totals lapsed (no spending for two minutes): nothing owed.
-    if (before === undefined || totals.some((t, i) => t < before[i]!)) return;
+    this.#syncedAt = now;
+    // The first sync, a long time away, or totals begun anew (nobody synced for two
+    // minutes): nothing owed.
+    if (before === undefined || stale || !kept) return;
     const others: { -readonly [D in (typeof DIMS)[number]]?: number } = {};
+    let any = false;
     DIMS.forEach((d, i) => {
       const n = totals[i]! - before[i]! - mine[i]!;
-      if (n > 0) others[d] = n;
+      if (Math.abs(n) > 1e-9 && !corrected.has(d)) {
+        others[d] = n;
+        any = true;
+      }
     });
-    if (Object.keys(others).length > 0) this.#local.spend?.(others);
+    if (any) this.#local.spend?.(others);
   }
 }
 

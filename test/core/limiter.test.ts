@@ -243,8 +243,11 @@ describe("RateLimiter", () => {
     l.spend({ requests: 4, tokens: 900, inputTokens: 50 }); // no input bucket: nothing to take
     expect(l.headroom()).toBeCloseTo(0.1, 6); // tokens, the tightest
     expect(l.tryAcquire({ inputTokens: 200 })).toBeUndefined();
-    l.spend({ requests: Number.NaN, tokens: -500 }); // nothing given back, nothing broken
+    l.spend({ requests: Number.NaN, tokens: Number.POSITIVE_INFINITY }); // nothing broken
     expect(l.headroom()).toBeCloseTo(0.1, 6);
+    l.spend({ tokens: -50 }); // reserved elsewhere and not spent: given back
+    expect(l.headroom()).toBeCloseTo(0.15, 6);
+    l.spend({ tokens: 50 });
     await clock.advance(6_000); // a tenth of the window refills a tenth
     expect(l.headroom()).toBeCloseTo(0.2, 6);
     expect(l.tryAcquire({ inputTokens: 150 })).toBeDefined();

@@ -199,6 +199,47 @@ describe("the gateway's transport (gatewayFetch)", () => {
     }
   });
 
+  it("what no fetch can hand on rejects, never throws out of the client; an aborted signal rejects at once; a cancelled compressed stream lets its connection go", async () => {
+    const { createServer } = await import("node:http");
+    const { createGzip } = await import("node:zlib");
+    const closed: string[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      res.once("close", () => closed.push(req.url!));
+      if (req.url === "/zstd")
+        return void res
+          .writeHead(200, { "content-type": "text/event-stream", "content-encoding": "zstd" })
+          .end("x");
+      if (req.url === "/600")
+        return void res.writeHead(600, { "content-type": "text/event-stream" }).end();
+      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "gzip" });
+      const gz = createGzip();
+      gz.pipe(res);
+      gz.write("data: one\n\n");
+      gz.flush(); // then nothing more: a stream that stays open
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const post = (path: string, signal?: AbortSignal) =>
+      send(`${url}${path}`, { method: "POST", body: "{}", ...(signal && { signal }) });
+    try {
+      await expect(post("/zstd")).rejects.toThrow(/content-encoding.*zstd/);
+      await expect(post("/600")).rejects.toThrow(RangeError);
+      const gone = AbortSignal.abort(new Error("asked to stop"));
+      await expect(post("/open", gone)).rejects.toThrow("asked to stop");
+      const open = await post("/open");
+      const reader = open.body!.getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toBe("data: one\n\n");
+      await reader.cancel();
+      for (let i = 0; i < 50 && !closed.includes("/open"); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(closed).toContain("/open"); // the server saw its connection go
+    } finally {
+      server.close();
+      server.closeAllConnections();
+    }
+  });
+
   it("over HTTPS: a trusted certificate answers (its name checked); an untrusted one fails as TLS, no retry", async () => {
     const { createServer } = await import("node:https");
     const { readFileSync } = await import("node:fs");

@@ -45,4 +45,20 @@ describe("a stream's truncation check", () => {
       }),
     );
   });
+
+  it("a dialect of a user's own, whose reader may spell a reason otherwise, is read in full", () => {
+    // Mistral's "model_length" read as "length": no event's text names "length".
+    const mistral = {
+      ...dialect,
+      answer: (events: readonly unknown[]) => ({
+        text: "",
+        toolCalls: [],
+        finish: events.some((e) => JSON.stringify(e).includes('"model_length"'))
+          ? "length"
+          : undefined,
+      }),
+    };
+    const o = streamChecks(mistral, checks, jsons, raws)!;
+    expect(o.truncated!([chunk("model_length")])).toBe(true);
+  });
 });

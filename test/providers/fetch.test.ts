@@ -83,6 +83,15 @@ describe("the attempt number on headers given as a plain object (a gateway's, a 
       ["0", undefined],
       ["1", undefined],
     ]);
+    sent.length = 0;
+    // The same name in two cases is joined, as Headers joins it.
+    await layer("http://x.local/v1/other", {
+      method: "POST",
+      body: "{}",
+      headers: { "X-A": "1", "x-a": "2" },
+    });
+    const joined = new Headers(sent[0] as HeadersInit);
+    expect([joined.get("x-a"), joined.get("x-retry-attempt")]).toEqual(["1, 2", "1"]);
     for (const headers of [{ "a b": "c" }, { ok: "line\nbreak" }] as Record<string, string>[])
       await expect(
         layer("http://x.local/v1/other", { method: "POST", body: "{}", headers }),
@@ -102,10 +111,14 @@ describe("a body its caller parsed already (the gateway's)", () => {
     });
     const parse = vi.spyOn(JSON, "parse");
     try {
-      const init = { method: "POST", body, [BODY_JSON]: JSON.parse(body) };
+      const init = { method: "POST", body, [BODY_JSON]: { text: body, json: JSON.parse(body) } };
       parse.mockClear();
       await layer("http://x.local/v1/chat/completions", init);
       expect(parse.mock.calls.filter(([text]) => text === body)).toEqual([]);
+      // A body rewritten after (a wrapper's) is not read from the object: it is parsed.
+      const rewritten = body.replace('"m"', '"n"');
+      await layer("http://x.local/v1/chat/completions", { ...init, body: rewritten });
+      expect(parse.mock.calls.filter(([text]) => text === rewritten).length).toBeGreaterThan(0);
       // Without it, the body is parsed (for the rate limiter's estimate, the checks).
       await layer("http://x.local/v1/chat/completions", { method: "POST", body });
       expect(parse.mock.calls.filter(([text]) => text === body).length).toBeGreaterThan(0);

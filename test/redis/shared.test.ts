@@ -343,4 +343,42 @@ describe("a rate limiter's spending shared through Redis", () => {
       await b!.sync().catch(() => {});
     }
   });
+
+  it("counts what was spent, not what was reserved: a call never sent counts nothing, a settled one its usage", async () => {
+    const [a, b] = await processes(2);
+    const [la, lb] = [a!, b!].map((s) =>
+      s.limiter(
+        "openai:key-4",
+        new RateLimiter({ limits: { requestsPerMinute: 10, tokensPerMinute: 10_000 } }),
+      ),
+    );
+    await Promise.all([a!.sync(), b!.sync()]);
+    for (let i = 0; i < 8; i++) la!.tryAcquire({})!.cancel(); // never sent
+    const call = la!.tryAcquire({ inputTokens: 500, outputTokens: 8_000 })!;
+    await a!.sync();
+    await b!.sync();
+    expect(lb!.headroom()).toBeCloseTo(0.15, 1); // 8 500 tokens reserved, 1 request
+    call.settle({ inputTokens: 500, outputTokens: 50 }); // spent 550 of them
+    await a!.sync();
+    await b!.sync();
+    expect(lb!.headroom()).toBeCloseTo(0.9, 1); // the request, the tightest now: 9 of 10
+    expect(lb!.tryAcquire({ inputTokens: 9_000 })).toBeDefined(); // 9 450 tokens left
+  });
+
+  it("an answer's headers, which count the whole key, are not taken from again at the next sync", async () => {
+    const [a, b] = await processes(2);
+    const [la, lb] = [a!, b!].map((s) =>
+      s.limiter("openai:key-5", new RateLimiter({ limits: { requestsPerMinute: 10 } })),
+    );
+    await Promise.all([a!.sync(), b!.sync()]);
+    for (let i = 0; i < 4; i++) la!.tryAcquire({});
+    await a!.sync();
+    // b hears an answer that says what is left for the key: 6 (a's four counted there).
+    lb!.observeHeaders({
+      "x-ratelimit-limit-requests": "10",
+      "x-ratelimit-remaining-requests": "6",
+    });
+    await b!.sync();
+    expect(lb!.headroom()).toBeCloseTo(0.6, 1); // not 0.2
+  });
 });

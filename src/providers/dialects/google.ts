@@ -2,6 +2,7 @@
  * content, in-band errors, the answer so far. */
 import type { Usage } from "../../index.ts";
 import { googleAnswer } from "../answers.ts";
+import { literalFinish } from "../checks.ts";
 import type { Dialect } from "../dialect.ts";
 import { googleEffect } from "../effects.ts";
 
@@ -31,7 +32,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * an `{ error }` chunk inside a 200 stream. */
 export const googleDialect: Dialect = {
   usage: googleUsage,
-  answer: googleAnswer,
+  answer: literalFinish(googleAnswer),
   reply: (json) => {
     const cand = isObject(json) ? json.candidates?.[0] : undefined;
     if (!isObject(cand)) return undefined;
