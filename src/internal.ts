@@ -11,7 +11,7 @@ export { EFFECTS } from "./core/effects.ts";
 export { markReason, tagError, waitOf } from "./core/errors.ts";
 export { readHeader } from "./core/headers.ts";
 export { LAYER, type LayerMark, layerMark, markLayer } from "./core/layer-mark.ts";
-export { needOf, spentOf } from "./core/limiter.ts";
+export { LIMITS, needOf, spentOf } from "./core/limiter.ts";
 export {
   type Checker,
   checker,

@@ -79,9 +79,11 @@ export interface Limiter {
    * Optional: a hedge goes only while it is not false; without it, a hedge never stands
    * down for the limiter. */
   readonly calm?: boolean;
-  /** What others calling the same upstream under the same limits spent (the other
-   * processes of a fleet): taken from the buckets; a negative amount (reserved and not
-   * spent after all) is given back. Optional: without it a fleet shares only its holds. */
+  /** What others calling the same upstream under the same limits spent since the last
+   * call (the other processes of a fleet, told at each sync): taken from the buckets; a
+   * negative amount (reserved and not spent after all) is given back. A limit an answer's
+   * headers corrected since the last call counts it already. Optional: without it a fleet
+   * shares only its holds. */
   spend?(spent: Spend): void;
 }
 
@@ -117,6 +119,8 @@ class Bucket {
   /** Times the server corrected it: a permit taken before the last correction gets no
    * refund, since the server's count already says what is left. */
   corrections = 0;
+  /** `corrections` when others' spending was last told (`RateLimiter.spend`). */
+  told = 0;
 
   constructor(capacity: number, windowMs: number, now: number) {
     this.capacity = capacity;
@@ -269,6 +273,9 @@ const DIMENSIONS: Readonly<
   outputTokens: { need: outputOf, spent: outputSpent, option: "outputTokensPerMinute" },
 };
 const DIMS = Object.keys(DIMENSIONS) as Dimension[];
+
+/** The limits, in one order (what a fleet's shared spending is counted in). */
+export const LIMITS: readonly Dimension[] = DIMS;
 
 /** What a call of `cost` takes of each limit when it is let go (before its usage is known). */
 export function needOf(cost: Cost): Spend {
@@ -633,15 +640,19 @@ export class RateLimiter implements Limiter {
     return Math.max(0, this.#holdUntil - this.#clock.now());
   }
 
-  /** What other processes spent under the same limits (rule 18): taken from the buckets
-   * known, as if spent here (a negative amount, reserved there and not spent, is given
-   * back); a bucket not known yet learns it from the next headers. */
+  /** What other processes spent under the same limits since the last call (rule 18):
+   * taken from the buckets known, as if spent here (a negative amount, reserved there and
+   * not spent, is given back). A bucket an answer's headers corrected since the last call
+   * is left as they said: they count the whole key's spending. A bucket not known yet
+   * learns it from the next headers. */
   spend(spent: Spend): void {
     const now = this.#clock.now();
     for (const d of this.#known) {
-      const n = spent[d];
-      if (n === undefined || !Number.isFinite(n) || n === 0) continue;
       const b = this.#buckets[d]!;
+      const corrected = b.corrections !== b.told;
+      b.told = b.corrections;
+      const n = spent[d];
+      if (corrected || n === undefined || !Number.isFinite(n) || n === 0) continue;
       b.refill(now);
       b.give(-n);
     }

@@ -54,20 +54,18 @@ export function gatewayFetch(idleMs = 4_000): typeof globalThis.fetch & { close(
         agent: to.secure ? https : http,
       });
       req.once("error", reject);
+      // An abort ends the request, or once the headers came the body's read, with the
+      // signal's reason.
+      let answering: IncomingMessage | undefined;
       const signal = init.signal;
       if (signal != null) {
         if (signal.aborted) return void req.destroy(signal.reason);
-        const abort = () => req.destroy(signal.reason);
+        const abort = () => (answering ?? req).destroy(signal.reason);
         signal.addEventListener("abort", abort, { once: true });
         req.once("close", () => signal.removeEventListener("abort", abort));
       }
       req.once("response", (res) => {
-        // An abort after the headers ends the body's read with the signal's reason.
-        if (signal != null && !signal.aborted) {
-          const abort = () => res.destroy(signal.reason);
-          signal.addEventListener("abort", abort, { once: true });
-          res.once("close", () => signal.removeEventListener("abort", abort));
-        }
+        answering = res;
         // An answer no fetch could hand on (a status out of range, a coding it cannot read)
         // rejects the call, its connection let go; it never throws out of this listener.
         let answered: Promise<Response>;

@@ -65,24 +65,6 @@ export function replyChecks<R>(
   };
 }
 
-/** The stream readers whose finish reason is the event's own word (breakwater's dialects'):
- * only for them can an event's text rule one out unread. */
-const LITERAL = new WeakSet<object>();
-
-/** Marks `answer` as reading the finish reason as it is written in the events. */
-export function literalFinish<F extends object>(answer: F): F {
-  LITERAL.add(answer);
-  return answer;
-}
-
-/** Whether an event's text could hold a truncating finish reason (as a JSON string; text
- * with a \u escape could spell one any way, so it could). */
-const namesTruncation = (raw: string) => {
-  if (raw.includes("\\u")) return true;
-  for (const reason of TRUNCATED_FINISH) if (raw.includes(`"${reason}"`)) return true;
-  return false;
-};
-
 /** How many of a stream's last events hold its finish reason, whatever the provider. */
 const TAIL = 8;
 
@@ -92,26 +74,17 @@ export function streamChecks<E>(
   dialect: CheckDialect,
   c: Checks,
   jsons: (chunks: readonly E[]) => readonly unknown[],
-  raws?: (chunks: readonly E[]) => readonly string[],
 ): OutputOptions<readonly E[]> | undefined {
   const answer = dialect.answer;
   if (answer === undefined || (c.truncation === "allow" && c.validate === undefined))
     return undefined;
   const read = (chunks: readonly E[]) => answer(jsons(chunks));
-  // A dialect's own reader (a user's may name a reason its provider spells otherwise) is
-  // read in full.
-  const look = LITERAL.has(answer) ? raws : undefined;
   return {
     answerOf: (events) => read(events).text,
     // The finish reason is in the last events (the usage chunk may follow it): no need to
     // parse the whole stream to read it. Each chunk holds at least one event.
-    truncated: (events) => {
-      if (c.truncation !== "error") return false;
-      const tail = events.slice(-TAIL);
-      // Text that names no truncating reason holds none: nothing to parse (the common case).
-      if (look !== undefined && !look(tail).some(namesTruncation)) return false;
-      return TRUNCATED_FINISH.has(read(tail).finish ?? "");
-    },
+    truncated: (events) =>
+      c.truncation === "error" && TRUNCATED_FINISH.has(read(events.slice(-TAIL)).finish ?? ""),
     ...(c.validate !== undefined && { validate: c.validate }),
     ...(c.fencedJson === false && { fencedJson: false }),
   };

@@ -913,7 +913,7 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     ...(dialect?.answer && {
       answer: (chunks: readonly SseChunk[]) => dialect.answer!(jsonsOf(chunks)),
     }),
-    ...(dialect && streamChecks(dialect, c.checks, jsonsOf, rawsOf)),
+    ...(dialect && streamChecks(dialect, c.checks, jsonsOf)),
     // `partialOf(error).chunks` and the outcome's count are events, whatever the reads were.
     [SHOWN]: eventsOf,
     inspect: (e) => {
@@ -930,9 +930,6 @@ function openEvents(c: FetchCall, answered: (res: Response) => void) {
     }),
   });
 }
-
-/** The text of every event in `chunks`, in order. */
-const rawsOf = (chunks: readonly SseChunk[]) => eventsOf(chunks).map((e) => e.raw);
 
 /** The JSON of every event in `chunks`, in order. */
 const jsonsOf = (chunks: readonly SseChunk[]) => eventsOf(chunks).map((e) => e.json);

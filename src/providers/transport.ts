@@ -129,53 +129,11 @@ function numbered(
   attempt: number,
   header: string | false,
 ): RequestInit["headers"] {
-  if (isPlain(given)) return numberedRecord(given, attempt, header);
-  return numberedHeaders(given instanceof Headers ? given : new Headers(given), attempt, header);
-}
-
-function numberedHeaders(headers: Headers, attempt: number, header: string | false): Headers {
+  const headers = given instanceof Headers ? given : new Headers(given);
   const retries = headers.get("x-stainless-retry-count");
   if (retries !== null) {
     const said = String(attempt - 1);
     if (retries !== said) headers.set("x-stainless-retry-count", said);
   } else if (header !== false) headers.set(header, String(attempt));
   return headers;
-}
-
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BREAKS = /[\r\n\0]/;
-
-const isPlain = (h: RequestInit["headers"]): h is Record<string, string> =>
-  h !== null && typeof h === "object" && Object.getPrototypeOf(h) === Object.prototype;
-
-/** `numbered` for headers given as a plain object (a gateway's, a caller's own): a copy
- * with the number set, no Headers built. Its names are matched as HTTP's are, in any case. */
-function numberedRecord(
-  given: Record<string, string>,
-  attempt: number,
-  header: string | false,
-): Record<string, string> | Headers {
-  const out: Record<string, string> = {};
-  const seen = new Set<string>();
-  let retries: string | undefined;
-  let own: string | undefined;
-  const ownName = header === false ? undefined : header.toLowerCase();
-  for (const k in given) {
-    if (!Object.hasOwn(given, k)) continue;
-    // Refused as Headers would refuse it: a name that is no HTTP token, a value that breaks
-    // a line.
-    if (!TOKEN.test(k)) throw new TypeError(`Headers: invalid header name ${JSON.stringify(k)}`);
-    if (BREAKS.test(String(given[k])))
-      throw new TypeError(`Headers: invalid value for header ${JSON.stringify(k)}`);
-    const name = k.toLowerCase();
-    // The same name twice in two cases: Headers joins them; so does its path.
-    if (seen.has(name)) return numberedHeaders(new Headers(given), attempt, header);
-    seen.add(name);
-    if (name === "x-stainless-retry-count") retries = k;
-    else if (name === ownName) own = k;
-    out[k] = given[k]!;
-  }
-  if (retries !== undefined) out[retries] = String(attempt - 1);
-  else if (header !== false) out[own ?? header] = String(attempt);
-  return out;
 }

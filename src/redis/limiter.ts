@@ -1,16 +1,6 @@
-import {
-  type AcquireOptions,
-  type Cost,
-  type Limiter,
-  type Permit,
-  parseRateLimitHeaders,
-  type Spend,
-} from "../index.ts";
-import { needOf, spentOf } from "../internal.ts";
+import type { AcquireOptions, Cost, Limiter, Permit, Spend } from "../index.ts";
+import { LIMITS, needOf, spentOf } from "../internal.ts";
 import { type Fleet, type Member, Script } from "./state.ts";
-
-/** The limits a fleet's spending is counted in, in the order the script takes them. */
-const DIMS = ["requests", "tokens", "inputTokens", "outputTokens"] as const;
 
 /** Past this long without a good sync, what the others spent meanwhile is no longer owed:
  * it has left the limits' window (a minute) by now. */
@@ -50,7 +40,8 @@ return out`);
  * and what the others let go since is taken from its own buckets, so N processes under one
  * key's limits spend its limits once, not N times (within one sync's worth). An answer's
  * rate-limit headers, which count the whole key's spending, correct the buckets they name,
- * and the others' spending of that sync is not taken from those again. The buckets, the
+ * and the local limiter does not take the others' spending of that sync from those again
+ * (`Limiter.spend`). The buckets, the
  * queue and the concurrency stay the process's own limiter's. While Redis is unreachable,
  * each process holds for what it heard and spends from what it knows; what it spent
  * meanwhile is published when Redis is back, and what the others spent more than a minute
@@ -68,8 +59,6 @@ export class SharedLimiter implements Limiter, Member {
    * before a process joined is in the headers it will hear, not owed again). */
   #totals: number[] | undefined;
   #syncedAt = Number.NEGATIVE_INFINITY;
-  /** The limits an answer's headers corrected since the last sync. */
-  readonly #corrected = new Set<string>();
 
   constructor(fleet: Fleet, upstream: string, local: Limiter) {
     this.#local = local;
@@ -112,7 +101,7 @@ export class SharedLimiter implements Limiter, Member {
   }
 
   #count(spent: Spend, sign: 1 | -1): void {
-    DIMS.forEach((d, i) => {
+    LIMITS.forEach((d, i) => {
       const n = spent[d];
       if (n !== undefined && Number.isFinite(n)) this.#mine[i]! += sign * n;
     });
@@ -120,8 +109,6 @@ export class SharedLimiter implements Limiter, Member {
 
   observeHeaders(headers: unknown, wallNow?: number): void {
     this.#local.observeHeaders(headers, wallNow);
-    const said = parseRateLimitHeaders(headers, wallNow);
-    for (const d of DIMS) if (said[d]?.remaining !== undefined) this.#corrected.add(d);
   }
 
   hold(ms: number): void {
@@ -152,8 +139,6 @@ export class SharedLimiter implements Limiter, Member {
   async sync(): Promise<void> {
     const heard = Math.ceil(this.#heard);
     const mine = this.#mine.splice(0, 4, 0, 0, 0, 0);
-    const corrected = new Set(this.#corrected);
-    this.#corrected.clear();
     this.#heard = 0;
     let reply: unknown[];
     try {
@@ -165,35 +150,29 @@ export class SharedLimiter implements Limiter, Member {
       mine.forEach((n, i) => {
         this.#mine[i]! += n;
       });
-      for (const d of corrected) this.#corrected.add(d);
       throw error;
     }
     const left = Number(reply[0]);
     if (left > this.heldForMs()) this.#local.hold(left);
-    this.#owe(reply.slice(1, 5).map(Number), mine, corrected, Number(reply[5]) === 1);
+    this.#owe(reply.slice(1, 5).map(Number), mine, Number(reply[5]) === 1);
   }
 
-  /** Spends what the fleet spent since the last sync, less this process's own part, on the
-   * limits no answer's headers corrected meanwhile. */
-  #owe(totals: number[], mine: number[], corrected: ReadonlySet<string>, kept: boolean): void {
+  /** Tells the local limiter what the fleet spent since the last sync, less this process's
+   * own part (nothing on the first sync, after a minute away, or on totals begun anew). It
+   * is told at every sync, nothing or not: what it counts as "since the last call". */
+  #owe(totals: number[], mine: number[], kept: boolean): void {
     const before = this.#totals;
     const now = this.#fleet.clock.now();
-    const stale = now - this.#syncedAt > WINDOW_MS;
+    const owed = before !== undefined && kept && now - this.#syncedAt <= WINDOW_MS;
     this.#totals = totals;
     this.#syncedAt = now;
-    // The first sync, a long time away, or totals begun anew (nobody synced for two
-    // minutes): nothing owed.
-    if (before === undefined || stale || !kept) return;
-    const others: { -readonly [D in (typeof DIMS)[number]]?: number } = {};
-    let any = false;
-    DIMS.forEach((d, i) => {
-      const n = totals[i]! - before[i]! - mine[i]!;
-      if (Math.abs(n) > 1e-9 && !corrected.has(d)) {
-        others[d] = n;
-        any = true;
-      }
-    });
-    if (any) this.#local.spend?.(others);
+    const others: { -readonly [D in (typeof LIMITS)[number]]?: number } = {};
+    if (owed)
+      LIMITS.forEach((d, i) => {
+        const n = totals[i]! - before[i]! - mine[i]!;
+        if (Math.abs(n) > 1e-9) others[d] = n;
+      });
+    this.#local.spend?.(others);
   }
 }
 

@@ -251,6 +251,12 @@ describe("RateLimiter", () => {
     await clock.advance(6_000); // a tenth of the window refills a tenth
     expect(l.headroom()).toBeCloseTo(0.2, 6);
     expect(l.tryAcquire({ inputTokens: 150 })).toBeDefined();
+    // Headers heard since the last call count the whole key already: not taken again.
+    l.observe({ requests: { limit: 10, remaining: 5 } });
+    l.spend({ requests: 3 });
+    expect(l.snapshot().requests!.level).toBeCloseTo(5, 6);
+    l.spend({ requests: 3 }); // the next call, with no headers between, takes it
+    expect(l.snapshot().requests!.level).toBeCloseTo(2, 6);
     const blank = new RateLimiter({ clock });
     blank.spend({ requests: 100 }); // no limits known: it still fails open
     expect(blank.tryAcquire({})).toBeDefined();

@@ -63,25 +63,24 @@ describe("the attempt header: a server can tell retries apart", () => {
 
 describe("the attempt number on headers given as a plain object (a gateway's, a caller's own)", () => {
   it("set on a copy in any case of its name; the SDK's retry count kept; a bad header refused as Headers would", async () => {
-    const sent: Record<string, string>[] = [];
+    const sent: Headers[] = [];
     const layer = guardedFetch({
       policy: testPolicy().p,
       fetch: async (_url, init) => {
-        sent.push(init!.headers as Record<string, string>);
+        sent.push(new Headers(init!.headers));
         return sent.length === 1 ? new Response("{}", { status: 503 }) : Response.json({});
       },
     });
     const given = { "X-Retry-Attempt": "7", "content-type": "application/json" };
     await layer("http://x.local/v1/other", { method: "POST", body: "{}", headers: given });
-    expect(sent.map((h) => h["X-Retry-Attempt"])).toEqual(["1", "2"]);
-    expect(sent.every((h) => h["x-retry-attempt"] === undefined)).toBe(true);
+    expect(sent.map((h) => h.get("x-retry-attempt"))).toEqual(["1", "2"]); // set, not added
     expect(given["X-Retry-Attempt"]).toBe("7"); // the caller's own object is not changed
     sent.length = 0;
     const sdk = { "X-Stainless-Retry-Count": "0" };
     await layer("http://x.local/v1/other", { method: "POST", body: "{}", headers: sdk });
-    expect(sent.map((h) => [h["X-Stainless-Retry-Count"], h["x-retry-attempt"]])).toEqual([
-      ["0", undefined],
-      ["1", undefined],
+    expect(sent.map((h) => [h.get("x-stainless-retry-count"), h.get("x-retry-attempt")])).toEqual([
+      ["0", null],
+      ["1", null],
     ]);
     sent.length = 0;
     // The same name in two cases is joined, as Headers joins it.
@@ -90,8 +89,7 @@ describe("the attempt number on headers given as a plain object (a gateway's, a 
       body: "{}",
       headers: { "X-A": "1", "x-a": "2" },
     });
-    const joined = new Headers(sent[0] as HeadersInit);
-    expect([joined.get("x-a"), joined.get("x-retry-attempt")]).toEqual(["1, 2", "1"]);
+    expect([sent[0]!.get("x-a"), sent[0]!.get("x-retry-attempt")]).toEqual(["1, 2", "1"]);
     for (const headers of [{ "a b": "c" }, { ok: "line\nbreak" }] as Record<string, string>[])
       await expect(
         layer("http://x.local/v1/other", { method: "POST", body: "{}", headers }),

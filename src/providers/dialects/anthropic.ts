@@ -2,7 +2,7 @@
  * batches): usage, content, in-band errors, the answer so far. */
 import type { Usage } from "../../index.ts";
 import { anthropicAnswer } from "../answers.ts";
-import { anthropicTranscript, literalFinish } from "../checks.ts";
+import { anthropicTranscript } from "../checks.ts";
 import { type Dialect, rewrite, stripLead } from "../dialect.ts";
 import { anthropicEffect } from "../effects.ts";
 
@@ -30,7 +30,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * batches. */
 export const anthropicDialect: Dialect = {
   usage: anthropicUsage,
-  answer: literalFinish(anthropicAnswer),
+  answer: anthropicAnswer,
   reply: (json) =>
     isObject(json) && json.type === "message"
       ? {

@@ -2,7 +2,6 @@
  * content, in-band errors, the answer so far. */
 import type { Usage } from "../../index.ts";
 import { googleAnswer } from "../answers.ts";
-import { literalFinish } from "../checks.ts";
 import type { Dialect } from "../dialect.ts";
 import { googleEffect } from "../effects.ts";
 
@@ -32,7 +31,7 @@ const isObject = (x: unknown): x is Obj => x !== null && typeof x === "object";
  * an `{ error }` chunk inside a 200 stream. */
 export const googleDialect: Dialect = {
   usage: googleUsage,
-  answer: literalFinish(googleAnswer),
+  answer: googleAnswer,
   reply: (json) => {
     const cand = isObject(json) ? json.candidates?.[0] : undefined;
     if (!isObject(cand)) return undefined;

@@ -24,7 +24,7 @@ const RESPONSES_ENDS = new Set([
  * completions, embeddings): usage, content, in-band errors, the answer so far. */
 import type { Usage } from "../../index.ts";
 import { chatAnswer, responsesAnswer } from "../answers.ts";
-import { chatTranscript, literalFinish } from "../checks.ts";
+import { chatTranscript } from "../checks.ts";
 import { type Dialect, type Lead, pathOf, rewrite, stripLead } from "../dialect.ts";
 import { openaiEffect } from "../effects.ts";
 import type { SseEvent } from "../sse.ts";
@@ -155,11 +155,10 @@ export function openaiDialect(includeUsage = true): Dialect {
       if (typeof json.type === "string") return responsesInBand(json);
       return isObject(json.error) ? { error: json.error } : undefined;
     },
-    answer: literalFinish((events: readonly unknown[]) =>
+    answer: (events) =>
       events.some((e) => isObject(e) && typeof e.type === "string")
         ? responsesAnswer(events)
         : chatAnswer(events),
-    ),
     reply: openaiReply,
     transcript: (url, body) =>
       url.endsWith("/chat/completions") ? chatTranscript(url, body) : undefined,
