@@ -8,10 +8,12 @@ const WINDOW_MS = 60_000;
 
 /**
  * One sync of a limiter with its fleet: publishes the longest hold heard here (a no-op at
- * 0) and what this process's spending changed by since its last sync (added to the fleet's
- * running totals, which lapse two minutes after the fleet's last sync); returns the fleet's
- * hold left in ms, the totals after this process's part, one per limit, and whether the
- * totals were there before (1) or began with this sync (0).
+ * 0) and what this process's spending changed by since its last sync, added to the fleet's
+ * running totals and to this minute's (by Redis's clock; the minute before last is let go);
+ * all lapse two minutes after the fleet's last sync. Returns the fleet's hold left in ms,
+ * the totals after this process's part (one per limit), whether they were there before (1)
+ * or began with this sync (0), and the spending of this minute and the last (one per
+ * limit: what a process that joins now owes).
  */
 const EXCHANGE = new Script(`
 local want = tonumber(ARGV[1])
@@ -21,11 +23,19 @@ end
 local left = redis.call('PTTL', KEYS[1])
 if left < 0 then left = 0 end
 local existed = redis.call('EXISTS', KEYS[2])
+local minute = math.floor(tonumber(redis.call('TIME')[1]) / 60)
 local out = { left }
 for i = 1, 4 do
   local n = tonumber(ARGV[i + 1])
-  if n ~= 0 then redis.call('HINCRBYFLOAT', KEYS[2], tostring(i), n) end
+  local now, before = i .. ':' .. minute, i .. ':' .. (minute - 1)
+  if n ~= 0 then
+    redis.call('HINCRBYFLOAT', KEYS[2], tostring(i), n)
+    redis.call('HINCRBYFLOAT', KEYS[2], now, n)
+  end
+  redis.call('HDEL', KEYS[2], i .. ':' .. (minute - 2))
   out[i + 1] = redis.call('HGET', KEYS[2], tostring(i)) or '0'
+  out[i + 6] = tostring(tonumber(redis.call('HGET', KEYS[2], now) or '0')
+    + tonumber(redis.call('HGET', KEYS[2], before) or '0'))
 end
 redis.call('PEXPIRE', KEYS[2], 120000)
 out[6] = existed
@@ -41,11 +51,11 @@ return out`);
  * key's limits spend its limits once, not N times (within one sync's worth). An answer's
  * rate-limit headers, which count the whole key's spending, correct the buckets they name,
  * and the local limiter does not take the others' spending of that sync from those again
- * (`Limiter.spend`). The buckets, the
- * queue and the concurrency stay the process's own limiter's. While Redis is unreachable,
- * each process holds for what it heard and spends from what it knows; what it spent
- * meanwhile is published when Redis is back, and what the others spent more than a minute
- * ago is not owed.
+ * (`Limiter.spend`). A process that joins owes what the others spent this minute and the
+ * last. The buckets, the queue and the concurrency stay the process's own limiter's. While
+ * Redis is unreachable, each process holds for what it heard and spends from what it knows;
+ * what it spent meanwhile is published when Redis is back, and after more than a minute
+ * away it owes, as one joining, what is still in the window.
  */
 export class SharedLimiter implements Limiter, Member {
   readonly #local: Limiter;
@@ -55,8 +65,7 @@ export class SharedLimiter implements Limiter, Member {
   #heard = 0;
   /** What this process's spending changed by since its last sync, by limit. */
   readonly #mine = [0, 0, 0, 0];
-  /** The fleet's totals at the last good sync (undefined before the first: what was spent
-   * before a process joined is in the headers it will hear, not owed again). */
+  /** The fleet's totals at the last good sync (undefined before the first). */
   #totals: number[] | undefined;
   #syncedAt = Number.NEGATIVE_INFINITY;
 
@@ -154,23 +163,28 @@ export class SharedLimiter implements Limiter, Member {
     }
     const left = Number(reply[0]);
     if (left > this.heldForMs()) this.#local.hold(left);
-    this.#owe(reply.slice(1, 5).map(Number), mine, Number(reply[5]) === 1);
+    const totals = reply.slice(1, 5).map(Number);
+    this.#owe(totals, reply.slice(6, 10).map(Number), mine, Number(reply[5]) === 1);
   }
 
   /** Tells the local limiter what the fleet spent since the last sync, less this process's
-   * own part (nothing on the first sync, after a minute away, or on totals begun anew). It
-   * is told at every sync, nothing or not: what it counts as "since the last call". */
-  #owe(totals: number[], mine: number[], kept: boolean): void {
+   * own part: on its first sync, what the others spent this minute and the last (a process
+   * that joins, or comes back after a minute away, owes what is still in the window);
+   * nothing on totals begun anew. It is told at every sync, nothing or not: what it counts
+   * as "since the last call". */
+  #owe(totals: number[], recent: number[], mine: number[], kept: boolean): void {
     const before = this.#totals;
     const now = this.#fleet.clock.now();
-    const owed = before !== undefined && kept && now - this.#syncedAt <= WINDOW_MS;
+    const joining = before === undefined || now - this.#syncedAt > WINDOW_MS;
     this.#totals = totals;
     this.#syncedAt = now;
     const others: { -readonly [D in (typeof LIMITS)[number]]?: number } = {};
-    if (owed)
+    if (kept)
       LIMITS.forEach((d, i) => {
-        const n = totals[i]! - before[i]! - mine[i]!;
-        if (Math.abs(n) > 1e-9) others[d] = n;
+        const n = joining ? recent[i]! - mine[i]! : totals[i]! - before![i]! - mine[i]!;
+        // Joining owes only spending (a process back from a minute away may owe some of its
+        // own from before, on the safe side).
+        if (Math.abs(n) > 1e-9 && (!joining || n > 0)) others[d] = n;
       });
     this.#local.spend?.(others);
   }

@@ -26,8 +26,11 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-async function processes(count: number, options: { syncMs?: number; staleAfterMs?: number } = {}) {
-  const prefix = `t${++n}`;
+async function processes(
+  count: number,
+  options: { syncMs?: number; staleAfterMs?: number; prefix?: string } = {},
+) {
+  const prefix = options.prefix ?? `t${++n}`;
   const out: SharedState[] = [];
   for (let i = 0; i < count; i++) {
     const client = createClient({
@@ -380,5 +383,17 @@ describe("a rate limiter's spending shared through Redis", () => {
     });
     await b!.sync();
     expect(lb!.headroom()).toBeCloseTo(0.6, 1); // not 0.2
+  });
+
+  it("a process that joins owes what the others spent this minute: a restart spends no fresh bucket", async () => {
+    const [a] = await processes(1);
+    const la = a!.limiter("openai:key-6", new RateLimiter({ limits: { requestsPerMinute: 10 } }));
+    await a!.sync();
+    for (let i = 0; i < 6; i++) expect(la.tryAcquire({})).toBeDefined();
+    await a!.sync();
+    const [b] = await processes(1, { prefix: a!.fleet.prefix });
+    const lb = b!.limiter("openai:key-6", new RateLimiter({ limits: { requestsPerMinute: 10 } }));
+    await b!.sync(); // its first
+    expect(lb.headroom()).toBeCloseTo(0.4, 1);
   });
 });
