@@ -50,6 +50,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     pool: "forks",
+    // Tests marked concurrent wait on real packages' backoff, not on CPU: all of a file's at once.
+    maxConcurrency: 20,
     sequence: { sequencer: LongestFirst },
     // Both cores: the storm's goal tests are CPU-bound and independent of the rest.
     maxWorkers: 2,

@@ -7,7 +7,7 @@ import { Agent, OpenAIProvider, Runner, retryPolicies, setTracingDisabled } from
 import { generateText } from "ai";
 import { createRetryableModel, error, httpStatus } from "ai-retry/language-model";
 import { createAgent, modelFallbackMiddleware, modelRetryMiddleware } from "langchain";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../src/index.ts";
 import {
   aiRetry,
@@ -229,30 +229,65 @@ async function agree(
   return sim;
 }
 
-describe("the 2026 peers' stacks behave as the real packages do (fault server, p = 0.5)", () => {
-  let server: FaultServer;
-  beforeAll(async () => {
-    server = await startFaultServer();
+/** The status faults: their cases wait on the packages' real backoff (seconds each, little
+ * CPU), so they run side by side, each on a fault server of its own. The timeout cases read
+ * how late an answer is and run one at a time, after them. */
+const STATUS = ["503", "429", "529", "quota"] as const satisfies readonly Fault[];
+
+/** Runs `body` against a fault server of its own, closed after it. */
+async function onServer<T>(body: (server: FaultServer) => Promise<T>): Promise<T> {
+  const server = await startFaultServer();
+  try {
+    return await body(server);
+  } finally {
+    await server.close();
+  }
+}
+
+const ai = (server: FaultServer) => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
+const retrySame = () => error.isRetryable(true).retry({ delay: 1_000, backoffFactor: 2 });
+
+/** A retryable model's call, with the app's timeout on its signal in the timeout case
+ * (a retryable model applies a deadline through the call's AbortSignal). */
+const generate = (fault: Fault, model: Parameters<typeof generateText>[0]["model"]) =>
+  generateText({
+    model,
+    prompt: "hi",
+    maxRetries: 0,
+    ...(fault === "timeout" && { abortSignal: AbortSignal.timeout(TIMEOUT_MS) }),
   });
-  afterAll(() => server.close());
 
-  const ai = () => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
-  const retrySame = () => error.isRetryable(true).retry({ delay: 1_000, backoffFactor: 2 });
+/** A ChatOpenAI model; the app's per-attempt timeout is the client's `timeout`. */
+const chat = (server: FaultServer, model: string, fault?: Fault) =>
+  new ChatOpenAI({
+    model,
+    apiKey: "test",
+    configuration: { baseURL: `${server.url}/v1` },
+    ...(fault === "timeout" && { timeout: TIMEOUT_MS }),
+  });
+/** The agent's answer, not the error text `onFailure: "continue"` answers with. */
+const answeredByModel = (r: unknown) => {
+  const last = (r as { messages: { content: unknown }[] }).messages.at(-1)!;
+  return !String(last.content).startsWith("Model call failed after");
+};
 
-  /** A retryable model's call, with the app's timeout on its signal in the timeout case
-   * (a retryable model applies a deadline through the call's AbortSignal). */
-  const generate = (fault: Fault, model: Parameters<typeof generateText>[0]["model"]) =>
-    generateText({
-      model,
-      prompt: "hi",
-      maxRetries: 0,
-      ...(fault === "timeout" && { abortSignal: AbortSignal.timeout(TIMEOUT_MS) }),
+/** An agent's turn with `middleware`, against the fault server. */
+const agent =
+  (
+    server: FaultServer,
+    fault: Fault,
+    middleware: Parameters<typeof createAgent>[0]["middleware"],
+  ) =>
+  () =>
+    createAgent({ model: chat(server, "gpt-4o", fault), tools: [], middleware }).invoke({
+      messages: [{ role: "user", content: "hi" }],
     });
 
-  it.each(ALL)(
-    "ai-retry 2.4, its README's retry, under %s",
-    async (fault) => {
-      const p = ai();
+/** Each peer's case under `fault`; `concurrent` for the status faults. */
+const CASES = {
+  async aiRetry(fault: Fault) {
+    await onServer(async (server) => {
+      const p = ai(server);
       const n = sample(fault, 100);
       // One retryable model per call: 2.4.0 shares its current model across concurrent
       // calls on one instance (see peers/ai-retry.ts); the storm models one call's loop.
@@ -262,14 +297,11 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       const sim = await agree(aiRetry, fault, n, r);
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(1.5, 1); // two attempts
       if (fault === "timeout") expect(sim.primary.mean).toBe(1); // never retried
-    },
-    90_000,
-  );
-
-  it.each(["503", "429", "529", "timeout"] as const)(
-    "ai-retry 2.4 with a fallback model, under %s at the primary",
-    async (fault) => {
-      const p = ai();
+    });
+  },
+  async aiRetryFallback(fault: Fault) {
+    await onServer(async (server) => {
+      const p = ai(server);
       const n = sample(fault, 100);
       const r = await real(server, fault, n, () =>
         generate(
@@ -285,59 +317,30 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
         ),
       );
       await agree(aiRetryFallback, fault, n, r);
-    },
-    90_000,
-  );
-
-  /** A ChatOpenAI model; the app's per-attempt timeout is the client's `timeout`. */
-  const chat = (model: string, fault?: Fault) =>
-    new ChatOpenAI({
-      model,
-      apiKey: "test",
-      configuration: { baseURL: `${server.url}/v1` },
-      ...(fault === "timeout" && { timeout: TIMEOUT_MS }),
     });
-  /** The agent's answer, not the error text `onFailure: "continue"` answers with. */
-  const answeredByModel = (r: unknown) => {
-    const last = (r as { messages: { content: unknown }[] }).messages.at(-1)!;
-    return !String(last.content).startsWith("Model call failed after");
-  };
-
-  /** An agent's turn with `middleware`, against the fault server. */
-  const agent = (fault: Fault, middleware: Parameters<typeof createAgent>[0]["middleware"]) => () =>
-    createAgent({ model: chat("gpt-4o", fault), tools: [], middleware }).invoke({
-      messages: [{ role: "user", content: "hi" }],
-    });
-
-  it.each(ALL)(
-    "LangChain v1 createAgent with modelRetryMiddleware(), under %s",
-    async (fault) => {
+  },
+  async langchainV1(fault: Fault) {
+    await onServer(async (server) => {
       const n = sample(fault, 60);
-      const turn = agent(fault, [modelRetryMiddleware()]);
+      const turn = agent(server, fault, [modelRetryMiddleware()]);
       const r = await real(server, fault, n, turn, answeredByModel);
       const sim = await agree(langchainV1, fault, n, r);
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(1.75, 1); // three attempts
-    },
-    90_000,
-  );
-
-  it.each(["503", "429", "timeout"] as const)(
-    "LangChain v1 with modelRetryMiddleware() then modelFallbackMiddleware(), under %s",
-    async (fault) => {
+    });
+  },
+  async langchainV1Fallback(fault: Fault) {
+    await onServer(async (server) => {
       const n = sample(fault, 60);
       const middleware = [
         modelRetryMiddleware(),
-        modelFallbackMiddleware(chat("gpt-4o-mini", fault)),
+        modelFallbackMiddleware(chat(server, "gpt-4o-mini", fault)),
       ];
-      const r = await real(server, fault, n, agent(fault, middleware), answeredByModel);
+      const r = await real(server, fault, n, agent(server, fault, middleware), answeredByModel);
       await agree(langchainV1Fallback, fault, n, r);
-    },
-    90_000,
-  );
-
-  it.each(ALL)(
-    "the OpenAI Agents SDK 0.20 with its documented retry settings, under %s",
-    async (fault) => {
+    });
+  },
+  async openaiAgents(fault: Fault) {
+    await onServer(async (server) => {
       const n = sample(fault, 100);
       // The app's per-attempt timeout is the client's: the openai 7 client the SDK ships.
       const { default: OpenAI7 } = await import(OPENAI_7);
@@ -368,7 +371,36 @@ describe("the 2026 peers' stacks behave as the real packages do (fault server, p
       const sim = await agree(openaiAgents, fault, n, r);
       // Up to 7 requests: the client's own 3 in the first runner attempt, then 4 more.
       if (fault === "503") expect(sim.primary.mean).toBeCloseTo(2 - 2 ** -6, 1);
-    },
-    120_000,
-  );
+    });
+  },
+};
+
+/** The cases' titles, each with the faults it is checked under. */
+const TITLES: [keyof typeof CASES, string, readonly Fault[]][] = [
+  ["aiRetry", "ai-retry 2.4, its README's retry, under %s", ALL],
+  [
+    "aiRetryFallback",
+    "ai-retry 2.4 with a fallback model, under %s at the primary",
+    ["503", "429", "529", "timeout"],
+  ],
+  ["langchainV1", "LangChain v1 createAgent with modelRetryMiddleware(), under %s", ALL],
+  [
+    "langchainV1Fallback",
+    "LangChain v1 with modelRetryMiddleware() then modelFallbackMiddleware(), under %s",
+    ["503", "429", "timeout"],
+  ],
+  ["openaiAgents", "the OpenAI Agents SDK 0.20 with its documented retry settings, under %s", ALL],
+];
+
+describe.concurrent("the 2026 peers' stacks behave as the real packages do (fault server, p = 0.5)", () => {
+  for (const [name, title, faults] of TITLES) {
+    const status = faults.filter((f) => (STATUS as readonly Fault[]).includes(f));
+    it.each(status)(title, (fault) => CASES[name](fault), 120_000);
+  }
+});
+
+describe("the same, the app's timeout cut short by a late answer (one at a time)", () => {
+  for (const [name, title, faults] of TITLES)
+    if (faults.includes("timeout"))
+      it(title.replace("%s", "timeout"), () => CASES[name]("timeout"), 120_000);
 });
