@@ -44,10 +44,21 @@ class LongestFirst extends BaseSequencer {
   }
 }
 
+/** Files that set what a process holds for everyone (a module mock, OpenTelemetry's global
+ * providers, undici's global dispatcher, the Agents SDK's tracing switch): each in a process
+ * of its own. */
+const OWN_PROCESS = [
+  "test/compat/undici-v7.test.ts",
+  "test/gateway/otel.test.ts",
+  "test/otel/**/*.test.ts",
+  "test/providers/streams.test.ts",
+  "test/providers/openai-agents.test.ts",
+  "test/storm/peers-2026.test.ts",
+];
+
 export default defineConfig({
   resolve: { alias },
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     pool: "forks",
     // Tests marked concurrent wait on real packages' backoff, not on CPU: all of a file's at once.
@@ -59,5 +70,19 @@ export default defineConfig({
     // simulations make short-lived objects by the million: semi-spaces of 64 MB (V8's are
     // 16) take a goal file from 72 s to 60 s.
     execArgv: ["--expose-gc", "--max-semi-space-size=64"],
+    // The other files share their worker processes, one after another: a fresh process per
+    // file started Node and loaded the sources again each time, a quarter of the suite's CPU.
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "shared",
+          include: ["test/**/*.test.ts"],
+          exclude: OWN_PROCESS,
+          isolate: false,
+        },
+      },
+      { extends: true, test: { name: "own", isolate: true, include: OWN_PROCESS } },
+    ],
   },
 });

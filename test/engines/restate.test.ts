@@ -162,10 +162,11 @@ describe("breakwater/restate: what Restate is handed", () => {
     expect(asked(model).requests).toBe(3);
   }, 60_000);
 
-  it("a 429 with Retry-After 8 s (past the 5 s a step holds) is a ctx.sleep: the service dies during it, the next answers 8-19 s later", async () => {
+  // These steps hold 1 s (5 s by default): the wait they hand on is as long, in less time.
+  it("a 429 with Retry-After 3 s (past the 1 s the step holds) is a ctx.sleep: the service dies during it, the next answers 3-14 s later", async () => {
     const model = `m-429-${++n}`;
-    fault.setScript({ rules: [{ model, status: 429, retryAfter: 8, times: 1 }] });
-    const id = await send("ask", { model }, `ra-${n}`);
+    fault.setScript({ rules: [{ model, status: 429, retryAfter: 3, times: 1 }] });
+    const id = await send("ask", { model, holdMs: 1_000 }, `ra-${n}`);
     for (let i = 0; i < 200 && asked(model).requests === 0; i++)
       await new Promise((r) => setTimeout(r, 50));
     await new Promise((r) => setTimeout(r, 500)); // inside the sleep: the process holds nothing
@@ -175,8 +176,8 @@ describe("breakwater/restate: what Restate is handed", () => {
     const t = asked(model).t;
     expect(t.length).toBe(2);
     const gap = t[1]!.at - t[0]!.at;
-    expect(gap).toBeGreaterThanOrEqual(8_000);
-    expect(gap).toBeLessThanOrEqual(19_000);
+    expect(gap).toBeGreaterThanOrEqual(3_000);
+    expect(gap).toBeLessThanOrEqual(14_000);
   }, 90_000);
 
   it("durableCalls streams live, records the parts, and a replay answers from the journal", async () => {
@@ -192,14 +193,14 @@ describe("breakwater/restate: what Restate is handed", () => {
     expect(asked(model).requests).toBe(2);
   }, 60_000);
 
-  it("durableCalls hands a Retry-After past 5 s to a ctx.sleep, through the AI SDK's error class", async () => {
+  it("durableCalls hands a Retry-After past the step's hold to a ctx.sleep, through the AI SDK's error class", async () => {
     const model = `m-ra-stream-${++n}`;
-    fault.setScript({ rules: [{ model, status: 429, retryAfter: 6, times: 1 }] });
-    const end = await output(await send("aiStream", { model }, `rs-${n}`), true);
+    fault.setScript({ rules: [{ model, status: 429, retryAfter: 2, times: 1 }] });
+    const end = await output(await send("aiStream", { model, holdMs: 1_000 }, `rs-${n}`), true);
     expect(((end?.answer ?? []) as unknown as string[]).join("")).toMatch(/^The fault server/);
     const t = asked(model).t;
     expect(t.length).toBe(2);
-    expect(t[1]!.at - t[0]!.at).toBeGreaterThanOrEqual(6_000);
+    expect(t[1]!.at - t[0]!.at).toBeGreaterThanOrEqual(2_000);
   }, 60_000);
 
   it("an open breaker switches to the fallback inside the step", async () => {
