@@ -1,7 +1,7 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText } from "ai";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../src/index.ts";
 import {
   AI_SDK,
@@ -58,22 +58,30 @@ async function real(server: FaultServer, n: number, call: () => Promise<unknown>
  * from the model means the model is wrong, not unlucky. */
 const band = (sd: number, n: number) => (4 * sd) / Math.sqrt(n);
 
-describe("the peer stacks behave as the real clients do (fault server, p = 0.5 failures)", () => {
-  let server: FaultServer;
-  beforeAll(async () => {
-    server = await startFaultServer();
-  });
-  afterAll(() => server.close());
+/** Runs `body` against a fault server of its own, closed after it. */
+async function onServer<T>(body: (server: FaultServer) => Promise<T>): Promise<T> {
+  const server = await startFaultServer();
+  try {
+    return await body(server);
+  } finally {
+    await server.close();
+  }
+}
 
+// The cases wait on the clients' real backoff (seconds, little CPU): side by side, each on
+// a fault server of its own.
+describe.concurrent("the peer stacks behave as the real clients do (fault server, p = 0.5 failures)", () => {
   it("openai-node: requests per call and success match the simulated openai-sdk stack", async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" }); // its defaults
     const n = 120;
-    const r = await real(server, n, () =>
-      client.chat.completions.create({
-        model: "gpt-4o-mini",
-        messages: [{ role: "user", content: "hi" }],
-      }),
-    );
+    const r = await onServer((server) => {
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" }); // its defaults
+      return real(server, n, () =>
+        client.chat.completions.create({
+          model: "gpt-4o-mini",
+          messages: [{ role: "user", content: "hi" }],
+        }),
+      );
+    });
     const sim = await simulated(OPENAI_NODE);
     console.log("openai-node real", r, "simulated", sim);
     // Attempts are 1, 2 or 3 (sd ~0.83); success is Bernoulli(0.875) (sd ~0.33).
@@ -83,11 +91,13 @@ describe("the peer stacks behave as the real clients do (fault server, p = 0.5 f
   }, 30_000);
 
   it("the AI SDK (generateText, @ai-sdk/openai): the same against the simulated ai-sdk stack", async () => {
-    const provider = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
     const n = 80;
-    const r = await real(server, n, () =>
-      generateText({ model: provider.chat("gpt-4o-mini"), prompt: "hi" }),
-    );
+    const r = await onServer((server) => {
+      const provider = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
+      return real(server, n, () =>
+        generateText({ model: provider.chat("gpt-4o-mini"), prompt: "hi" }),
+      );
+    });
     const sim = await simulated(AI_SDK);
     console.log("ai-sdk real", r, "simulated", sim);
     expect(Math.abs(r.perCall - sim.perCall)).toBeLessThan(band(0.83, n));
@@ -95,7 +105,7 @@ describe("the peer stacks behave as the real clients do (fault server, p = 0.5 f
   }, 30_000);
 });
 
-describe("the langchain stack decides as @langchain/core 1.4.0's AsyncCaller does", () => {
+describe.concurrent("the langchain stack decides as @langchain/core 1.4.0's AsyncCaller does", () => {
   const fail = (message: string, fields: Record<string, unknown>) =>
     Object.assign(new Error(message), fields);
   const past = new Date(Date.now() - 60_000).toUTCString();
