@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
+import { OWN_PROCESS } from "./test/own-process.ts";
 
 /** `import "breakwater/..."` (the examples, as users write it) resolves to the sources: the
  * package's own `breakwater-source` export condition, as aliases. */
@@ -43,18 +44,6 @@ class LongestFirst extends BaseSequencer {
     return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
   }
 }
-
-/** Files that set what a process holds for everyone (a module mock, OpenTelemetry's global
- * providers, undici's global dispatcher, the Agents SDK's tracing switch): each in a process
- * of its own. */
-const OWN_PROCESS = [
-  "test/compat/undici-v7.test.ts",
-  "test/gateway/otel.test.ts",
-  "test/otel/**/*.test.ts",
-  "test/providers/streams.test.ts",
-  "test/providers/openai-agents.test.ts",
-  "test/storm/peers-2026.test.ts",
-];
 
 export default defineConfig({
   resolve: { alias },

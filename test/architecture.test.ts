@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
+import { OWN_PROCESS, PROCESS_WIDE } from "./own-process.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const SRC = join(ROOT, "src");
@@ -173,6 +174,22 @@ describe("architecture (docs/architecture.md)", () => {
       });
     }
     expect(bad).toEqual([]);
+  });
+
+  it("a test file that sets process-wide state runs in a process of its own; no helper sets any", () => {
+    const TEST = join(ROOT, "test");
+    const bad: string[] = [];
+    for (const file of files(TEST)) {
+      const path = relative(ROOT, file);
+      // Worker scripts and services the tests spawn are processes of their own.
+      if (path === "test/own-process.ts" || /\/fixtures\/.*(?:worker|service)/.test(path)) continue;
+      if (!PROCESS_WIDE.test(readFileSync(file, "utf8"))) continue;
+      if (!path.endsWith(".test.ts")) bad.push(`${path}: a helper sets process-wide state`);
+      else if (!OWN_PROCESS.includes(path)) bad.push(`${path}: add it to OWN_PROCESS`);
+    }
+    expect(bad).toEqual([]);
+    for (const path of OWN_PROCESS)
+      expect(PROCESS_WIDE.test(readFileSync(join(ROOT, path), "utf8")), path).toBe(true);
   });
 
   it("comments cite the repository's own rules, and only rules that exist", () => {
