@@ -1,4 +1,9 @@
 import type { VirtualClock } from "../src/core/clock.ts";
+import {
+  type FaultServer,
+  type FaultServerOptions,
+  startFaultServer,
+} from "../src/testing/fault-server/server.ts";
 
 /** An error shaped like an SDK's HTTP error. */
 export function httpError(status: number, extra: Record<string, unknown> = {}): Error {
@@ -33,4 +38,18 @@ export async function driveError(clock: VirtualClock, p: Promise<unknown>): Prom
   const r = await drive(clock, p);
   if (r.ok) throw new Error(`expected a rejection, got ${JSON.stringify(r.value)}`);
   return r.error;
+}
+
+/** Runs `body` against a fault server of its own, closed after it: what tests that run side
+ * by side each need (one's script and counts are not another's). */
+export async function onFaultServer<T>(
+  body: (server: FaultServer) => Promise<T>,
+  options?: FaultServerOptions,
+): Promise<T> {
+  const server = await startFaultServer(options);
+  try {
+    return await body(server);
+  } finally {
+    await server.close();
+  }
 }

@@ -17,7 +17,8 @@ import {
   openaiAgents,
 } from "../../src/storm/stacks.ts";
 import { SimHttpError, type StormStack } from "../../src/storm/types.ts";
-import { type FaultServer, mulberry32, startFaultServer } from "../../src/testing/index.ts";
+import { type FaultServer, mulberry32 } from "../../src/testing/index.ts";
+import { onFaultServer } from "../helpers.ts";
 
 setTracingDisabled(true);
 
@@ -234,16 +235,6 @@ async function agree(
  * how late an answer is and run one at a time, after them. */
 const STATUS = ["503", "429", "529", "quota"] as const satisfies readonly Fault[];
 
-/** Runs `body` against a fault server of its own, closed after it. */
-async function onServer<T>(body: (server: FaultServer) => Promise<T>): Promise<T> {
-  const server = await startFaultServer();
-  try {
-    return await body(server);
-  } finally {
-    await server.close();
-  }
-}
-
 const ai = (server: FaultServer) => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
 const retrySame = () => error.isRetryable(true).retry({ delay: 1_000, backoffFactor: 2 });
 
@@ -286,7 +277,7 @@ const agent =
 /** Each peer's case under `fault`; `concurrent` for the status faults. */
 const CASES = {
   async aiRetry(fault: Fault) {
-    await onServer(async (server) => {
+    await onFaultServer(async (server) => {
       const p = ai(server);
       const n = sample(fault, 100);
       // One retryable model per call: 2.4.0 shares its current model across concurrent
@@ -300,7 +291,7 @@ const CASES = {
     });
   },
   async aiRetryFallback(fault: Fault) {
-    await onServer(async (server) => {
+    await onFaultServer(async (server) => {
       const p = ai(server);
       const n = sample(fault, 100);
       const r = await real(server, fault, n, () =>
@@ -320,7 +311,7 @@ const CASES = {
     });
   },
   async langchainV1(fault: Fault) {
-    await onServer(async (server) => {
+    await onFaultServer(async (server) => {
       const n = sample(fault, 60);
       const turn = agent(server, fault, [modelRetryMiddleware()]);
       const r = await real(server, fault, n, turn, answeredByModel);
@@ -329,7 +320,7 @@ const CASES = {
     });
   },
   async langchainV1Fallback(fault: Fault) {
-    await onServer(async (server) => {
+    await onFaultServer(async (server) => {
       const n = sample(fault, 60);
       const middleware = [
         modelRetryMiddleware(),
@@ -340,7 +331,7 @@ const CASES = {
     });
   },
   async openaiAgents(fault: Fault) {
-    await onServer(async (server) => {
+    await onFaultServer(async (server) => {
       const n = sample(fault, 100);
       // The app's per-attempt timeout is the client's: the openai 7 client the SDK ships.
       const { default: OpenAI7 } = await import(OPENAI_7);

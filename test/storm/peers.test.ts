@@ -12,6 +12,7 @@ import {
 } from "../../src/storm/peers/index.ts";
 import { SimHttpError } from "../../src/storm/types.ts";
 import { type FaultServer, mulberry32, startFaultServer } from "../../src/testing/index.ts";
+import { onFaultServer } from "../helpers.ts";
 
 /** Every request fails with a 503 with probability 1/2. */
 const HALF = { seed: 11, rules: [{ route: "openai" as const, probability: 0.5, status: 503 }] };
@@ -58,22 +59,12 @@ async function real(server: FaultServer, n: number, call: () => Promise<unknown>
  * from the model means the model is wrong, not unlucky. */
 const band = (sd: number, n: number) => (4 * sd) / Math.sqrt(n);
 
-/** Runs `body` against a fault server of its own, closed after it. */
-async function onServer<T>(body: (server: FaultServer) => Promise<T>): Promise<T> {
-  const server = await startFaultServer();
-  try {
-    return await body(server);
-  } finally {
-    await server.close();
-  }
-}
-
 // The cases wait on the clients' real backoff (seconds, little CPU): side by side, each on
 // a fault server of its own.
 describe.concurrent("the peer stacks behave as the real clients do (fault server, p = 0.5 failures)", () => {
   it("openai-node: requests per call and success match the simulated openai-sdk stack", async () => {
     const n = 120;
-    const r = await onServer((server) => {
+    const r = await onFaultServer((server) => {
       const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" }); // its defaults
       return real(server, n, () =>
         client.chat.completions.create({
@@ -92,7 +83,7 @@ describe.concurrent("the peer stacks behave as the real clients do (fault server
 
   it("the AI SDK (generateText, @ai-sdk/openai): the same against the simulated ai-sdk stack", async () => {
     const n = 80;
-    const r = await onServer((server) => {
+    const r = await onFaultServer((server) => {
       const provider = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "test" });
       return real(server, n, () =>
         generateText({ model: provider.chat("gpt-4o-mini"), prompt: "hi" }),
