@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
-import { OWN_PROCESS } from "./test/own-process.ts";
+import { LONG, OWN_PROCESS } from "./test/own-process.ts";
 
 /** `import "breakwater/..."` (the examples, as users write it) resolves to the sources: the
  * package's own `breakwater-source` export condition, as aliases. */
@@ -25,13 +25,14 @@ process.env.NODE_COMPILE_CACHE ??= new URL(
  * is left to run alone at the end (with no timings kept, as on a fresh clone, vitest starts
  * the largest files first, and these are some of the smallest). */
 const LONGEST = [
-  /storm\/goals-\d\.test/,
-  /run\/durable-agent\./,
-  /engines\/(restate|dbos)\.test/,
+  /package\/consumer\.long\.test/,
+  /storm\/goals-\d/,
   /docs\/readme\.test/,
+  /engines\/(restate|dbos)\./,
   /storm\/peers-2026\.test/,
-  /package\/consumer\.test/,
-  /run\/journal\.process\.test/,
+  /run\/durable-agent\./,
+  /run\/journal\.process\./,
+  /gateway\/gateway\.test/,
   /run\/postgres-journal\.test/,
 ];
 
@@ -59,19 +60,24 @@ export default defineConfig({
     // simulations make short-lived objects by the million: semi-spaces of 64 MB (V8's are
     // 16) take a goal file from 72 s to 60 s.
     execArgv: ["--expose-gc", "--max-semi-space-size=64"],
-    // The other files share their worker processes, one after another: a fresh process per
-    // file started Node and loaded the sources again each time, a quarter of the suite's CPU.
+    // Two tiers (README, "Contributing"): `npm test` runs the projects "shared" and "own",
+    // every test that proves behaviour, within 4 minutes on 2 cores; `npm run test:long` runs
+    // "long", the proofs that need many repetitions or a fresh install (`*.long.test.ts`, each
+    // saying in its header why it is long). The files share their worker processes, one after
+    // another: a fresh process per file started Node and loaded the sources again each time, a
+    // quarter of the suite's CPU; those that set what a process holds for everyone do not.
     projects: [
       {
         extends: true,
         test: {
           name: "shared",
           include: ["test/**/*.test.ts"],
-          exclude: OWN_PROCESS,
+          exclude: [...OWN_PROCESS, LONG],
           isolate: false,
         },
       },
       { extends: true, test: { name: "own", isolate: true, include: OWN_PROCESS } },
+      { extends: true, test: { name: "long", include: [LONG], isolate: false } },
     ],
   },
 });

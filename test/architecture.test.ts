@@ -192,6 +192,19 @@ describe("architecture (docs/architecture.md)", () => {
       expect(PROCESS_WIDE.test(readFileSync(join(ROOT, path), "utf8")), path).toBe(true);
   });
 
+  it("a long-tier test file says in its header why it is long, and none runs in a process of its own", () => {
+    const long = files(join(ROOT, "test"))
+      .map((f) => relative(ROOT, f))
+      .filter((p) => p.endsWith(".long.test.ts"));
+    expect(long.length).toBeGreaterThanOrEqual(10);
+    const bad = long.filter((p) => {
+      const header = readFileSync(join(ROOT, p), "utf8").split("\n\n").slice(0, 3).join("\n");
+      return !/^\/\/ Long tier: .*\S/m.test(header);
+    });
+    expect(bad).toEqual([]);
+    expect(OWN_PROCESS.filter((p) => p.endsWith(".long.test.ts"))).toEqual([]);
+  });
+
   it("comments cite the repository's own rules, and only rules that exist", () => {
     const doc = readFileSync(join(ROOT, "docs/architecture.md"), "utf8");
     const rules = new Set([...doc.matchAll(/^(\d+)\. \*\*/gm)].map((m) => Number(m[1])));

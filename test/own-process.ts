@@ -16,3 +16,7 @@ export const OWN_PROCESS = [
 /** What sets process-wide state, as a test file would write it. */
 export const PROCESS_WIDE =
   /\bvi\.(?:mock|doMock|stubGlobal)\(|\bsetGlobal[A-Z]\w*\(|\bsetTracingDisabled\(/;
+
+/** The long tier's files (`npm run test:long`): proofs that need many repetitions or a fresh
+ * install. Each says in its header why it is long. */
+export const LONG = "test/**/*.long.test.ts";

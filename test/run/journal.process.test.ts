@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../../src/run/sqlite-journal.ts";
-import { mulberry32 } from "../../src/testing/random.ts";
-import { frozenAndThawed, killRepeatedly, lastLine, service, worker } from "./fixtures/workers.ts";
+import { killedAndResumed } from "./fixtures/killed-and-resumed.ts";
+import { frozenAndThawed, lastLine, service, worker } from "./fixtures/workers.ts";
 
 // Real processes on one SQLite file: what breaks a journal is other processes and kill -9.
 const dir = mkdtempSync(join(tmpdir(), "bw-journal-"));
@@ -101,24 +101,7 @@ describe("SqliteJournal across processes", () => {
     expect(s.effects).toBe(40);
   }, 60_000);
 
-  it("kill -9 at 20 random points, then resume: no step lost, no effect twice", async () => {
-    const { db, service: svc } = paths();
-    const args = { db, service: svc, runId: "killed", steps: 40, stepMs: 12, owner: "pod-1" };
-    const kills = await killRepeatedly(args, 20, mulberry32(20));
-    // The same worker started again takes its run back at once and finishes it.
-    const last = await worker(args).exited;
-    expect(last.out.trim().split("\n").at(-1)).toBe("done");
-    const j = new SqliteJournal(db);
-    const steps = j.steps("killed");
-    j.close();
-    expect(steps.map((s) => s.step)).toEqual(Array.from({ length: 40 }, (_, i) => `s${i}`));
-    expect(steps.every((s) => s.status === "ok" && s.value === Number(s.step.slice(1)))).toBe(true);
-    const s = service(svc);
-    expect(s.effects).toBe(40); // one effect per key: the idempotency key makes a rerun safe
-    // A body runs again only when a kill fell between it and its record: at most once per kill.
-    const reruns = s.executions.reduce((n, e) => n + e.n - 1, 0);
-    expect(reruns).toBeLessThanOrEqual(kills);
-  }, 120_000);
+  killedAndResumed(1, paths);
 
   it("a worker that died holding the lease: another owner waits it out, then resumes the run", async () => {
     const { db, service: svc } = paths();

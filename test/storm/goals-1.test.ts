@@ -1,4 +1,5 @@
 import { goalsFor } from "./goals.ts";
 
-// One seed per file, each in a process of its own (the storm for a seed is a minute of CPU).
+// The storm's goals on seed 1 (the storm for a seed is half a minute of CPU); seeds 2-5 are
+// the long tier's (goals-2.long.test.ts ...).
 goalsFor([1]);
