@@ -21,6 +21,20 @@ export interface Series {
   fallbackRequests: number[];
 }
 
+/** Whole turns as users live them, in one window: each conversation's first turn begun
+ * there (it begins at the same instant under every stack, so the sample is matched). A turn
+ * is answered when all its calls and tools were, while its user still waited. */
+export interface TurnScore {
+  /** First turns begun in the window. */
+  begun: number;
+  /** The share of them answered within T seconds, for T = 20, 30, 60 and the patience. */
+  within: { s20: number; s30: number; s60: number; patience: number };
+  /** The share answered within each whole second, from 0 to the patience: `curve[t]`. */
+  curve: number[];
+  /** What the users whose turn was answered waited for it (seconds). */
+  answeredWaitS: { p50: number; p90: number };
+}
+
 /** One stack's numbers in one scenario. */
 export interface StackResult {
   stack: string;
@@ -34,10 +48,15 @@ export interface StackResult {
   amplification: number;
   /** The same, for calls started during the trigger. */
   amplificationDuringTrigger: number;
-  /** Share of decided logical calls that succeeded while their user waited. */
+  /** Share of decided logical calls that succeeded while their user waited (per call: a
+   * user still waiting starts fewer calls during the trouble, so fewer can fail; `turns`
+   * scores what users live). */
   successRate: number;
   /** What users waited for a turn (seconds): answer, error or giving up. */
   userWaitS: { p50: number; p99: number };
+  /** Whole turns: the matched first turns begun during the trigger, and in the minute after
+   * it, and how many of each were answered within T. */
+  turns: { patienceS: number; trigger: TurnScore; after: TurnScore };
   tokens: { billed: number; used: number; wasted: number };
   cost: { billed: number; wasted: number };
   /** Side effects executed more than once (tool scenario). */
@@ -87,6 +106,8 @@ export class Metrics implements ProviderMeter {
   #billed = { inputTokens: 0, outputTokens: 0 };
   #used = { inputTokens: 0, outputTokens: 0 };
   readonly #waits: number[] = [];
+  /** Matched first turns: their waits when answered, NaN when not. */
+  readonly #firstTurns = { trigger: [] as number[], after: [] as number[] };
   duplicateSideEffects = 0;
   #tool = { calls: 0, triggerCalls: 0, requests: 0, triggerRequests: 0, ok: 0 };
   readonly #rejections: Record<RejectReason, number> = {
@@ -216,6 +237,19 @@ export class Metrics implements ProviderMeter {
     if (!this.#outside(startedMs)) this.#waits.push(waitMs);
   }
 
+  /** A conversation's first turn ended: answered after `waitMs`, or not at all. Kept when it
+   * began during the trigger or in the minute after it. */
+  firstTurnEnded(startedMs: number, answered: boolean, waitMs: number) {
+    const { startS, endS } = this.#scenario.trigger;
+    const window =
+      this.#inTrigger(startedMs) && endS > startS
+        ? this.#firstTurns.trigger
+        : startedMs >= endS * 1000 && startedMs < (endS + 60) * 1000
+          ? this.#firstTurns.after
+          : undefined;
+    window?.push(answered ? waitMs : Number.NaN);
+  }
+
   #toolResult(): NonNullable<StackResult["tool"]> {
     const t = this.#tool;
     return {
@@ -270,6 +304,11 @@ export class Metrics implements ProviderMeter {
       ),
       successRate: round(this.#decided === 0 ? 0 : this.#ok / this.#decided, 4),
       userWaitS: { p50: round(q(0.5), 1), p99: round(q(0.99), 1) },
+      turns: {
+        patienceS: this.#scenario.users.patienceS,
+        trigger: turnScore(this.#firstTurns.trigger, this.#scenario.users.patienceS),
+        after: turnScore(this.#firstTurns.after, this.#scenario.users.patienceS),
+      },
       tokens: { billed, used, wasted: billed - used },
       cost: { billed: round(price(this.#billed), 2), wasted: round(price(wasted), 2) },
       duplicateSideEffects: this.duplicateSideEffects,
@@ -283,6 +322,27 @@ export class Metrics implements ProviderMeter {
       series: this.series,
     };
   }
+}
+
+/** The share of `waits` (ms; NaN: never answered) answered within each T, and the waits of
+ * those answered. */
+export function turnScore(waits: readonly number[], patienceS: number): TurnScore {
+  const answered = waits.filter((w) => !Number.isNaN(w)).sort((a, b) => a - b);
+  const share = (s: number) => {
+    let k = 0;
+    while (k < answered.length && answered[k]! <= s * 1000) k++;
+    return ratio(k, waits.length, 4);
+  };
+  const q = (p: number) =>
+    answered.length === 0
+      ? 0
+      : round(answered[Math.min(answered.length - 1, Math.floor(p * answered.length))]! / 1000, 1);
+  return {
+    begun: waits.length,
+    within: { s20: share(20), s30: share(30), s60: share(60), patience: share(patienceS) },
+    curve: Array.from({ length: patienceS + 1 }, (_, s) => share(s)),
+    answeredWaitS: { p50: q(0.5), p90: q(0.9) },
+  };
 }
 
 const ratio = (a: number, b: number, digits: number) => (b === 0 ? 0 : round(a / b, digits));

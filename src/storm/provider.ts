@@ -52,29 +52,30 @@ export class SimProvider implements SimProviderApi {
   }
 
   call(request: SimRequest, signal?: AbortSignal): Promise<Usage> {
+    const r = this.#w.draws.of(request.id);
     const tail = this.#spec.queueTail;
-    if (tail === undefined) return this.#arrive(request, signal);
-    const wait = this.#queueWait(tail);
+    if (tail === undefined) return this.#arrive(request, signal, r);
+    const wait = this.#queueWait(tail, r);
     // Waiting at a replica before the provider takes it: a client that leaves meanwhile
     // sends nothing more, and is billed nothing.
-    return this.#w.clock.sleep(wait, signal).then(() => this.#arrive(request, signal));
+    return this.#w.clock.sleep(wait, signal).then(() => this.#arrive(request, signal, r));
   }
 
   /** A request's wait before it starts: lognormal, and a slow replica's for some. */
-  #queueWait(t: NonNullable<ProviderSpec["queueTail"]>): number {
-    const r = this.#w.random;
+  #queueWait(t: NonNullable<ProviderSpec["queueTail"]>, r: () => number): number {
     // Box-Muller: a standard normal from two uniforms.
     const z = Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
     const slow = r() < t.slowShare ? t.slowMs : 0;
     return t.medianMs * Math.exp(t.sigma * z) + slow;
   }
 
-  #arrive(request: SimRequest, signal: AbortSignal | undefined): Promise<Usage> {
+  /** `r`: this arrival's draws. */
+  #arrive(request: SimRequest, signal: AbortSignal | undefined, r: () => number): Promise<Usage> {
     const now = this.#w.clock.now();
     this.#w.meter.arrival(now);
     const t = this.#w.trigger;
     const inTrigger = this.#inTrigger(now);
-    if (inTrigger && t.errorRate !== undefined && this.#w.random() < t.errorRate)
+    if (inTrigger && t.errorRate !== undefined && r() < t.errorRate)
       return this.#reject(request, t.errorStatus ?? 503, "injected");
     const limited = t.rateLimit && this.#rateLimited(now, t.rateLimit, inTrigger, request);
     if (limited) return limited;

@@ -1,6 +1,7 @@
 import { type Usage, VirtualClock } from "../index.ts";
 import { mulberry32 } from "../testing/index.ts";
 import { Metrics, type StackResult } from "./metrics.ts";
+import { Draws } from "./draws.ts";
 import { SimProvider } from "./provider.ts";
 import type { Scenario } from "./scenarios.ts";
 import { SimTool } from "./tool.ts";
@@ -86,9 +87,18 @@ export function capacityGoodput(scenario: Scenario): number {
 
 const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);
 
+/** Identities: a turn is its conversation's index × TURNS + its place; a model call, its
+ * turn's × CALLS + its place in the turn (below 2^53 for a million conversations). */
+const TURNS = 4096;
+const CALLS = 4096;
+
 /** One turn under way: its info for the stack, the user's patience, and how it ends. */
 interface TurnCtx {
   readonly info: TurnInfo;
+  /** The turn's identity, the same under every stack: its conversation and place in it. */
+  readonly order: number;
+  /** The model calls the turn has made so far (a call's identity is the turn's and this). */
+  calls: number;
   readonly client: StackClient;
   readonly random: () => number;
   readonly key: number;
@@ -143,9 +153,17 @@ class Simulation {
     this.#r = r;
     const metrics = new Metrics(scenario);
     this.#metrics = metrics;
-    const world = { clock, trigger: scenario.trigger, random: r.world, metrics, meter: metrics };
+    // Each provider draws from the seed and its own salt (common random numbers, draws.ts).
+    const draws = new Draws(options.seed * 2 + 1, r.world);
+    const world = { clock, trigger: scenario.trigger, draws, metrics, meter: metrics };
     const fallback = new SimProvider(
-      { clock, trigger: CALM, random: r.fallback, metrics, meter: metrics.fallbackMeter() },
+      {
+        clock,
+        trigger: CALM,
+        draws: new Draws(options.seed * 2 + 2, r.fallback),
+        metrics,
+        meter: metrics.fallbackMeter(),
+      },
       scenario.provider,
     );
     const timeout = scenario.attemptTimeoutS;
@@ -205,12 +223,14 @@ class Simulation {
         due += this.#turnMs + between(random, u.thinkS) * 1000;
         if (due > clock.now()) await clock.sleep(due - clock.now(), this.#stop.signal);
       }
-      depth = await this.#turn(depth, random, index);
+      depth = await this.#turn(depth, random, index, t);
     }
   }
 
-  /** One turn: its steps in order, within the user's patience. Returns the context depth. */
-  async #turn(depth: number, random: () => number, key: number): Promise<number> {
+  /** One turn (the conversation's `n`-th): its steps in order, within the user's patience.
+   * Returns the context depth. A conversation's first turn is scored whole: answered or
+   * not, and when. */
+  async #turn(depth: number, random: () => number, key: number, n: number): Promise<number> {
     const clock = this.#clock;
     const u = this.#scenario.users;
     const started = clock.now();
@@ -233,6 +253,8 @@ class Simulation {
     const signal = this.#stack.propagatesCancel ? leave.signal : undefined;
     const t: TurnCtx = {
       info,
+      order: key * TURNS + n,
+      calls: 0,
       client: this.#client,
       random,
       key,
@@ -240,10 +262,15 @@ class Simulation {
       gaveUp,
       waiting: () => waiting,
     };
+    let answered = false;
     try {
+      answered = true;
       for (const step of turnSteps(u)) {
         if (step === "tool") {
-          if (!(await this.#tool(t))) break;
+          if (!(await this.#tool(t))) {
+            answered = false;
+            break;
+          }
         } else if (step === "fan-out") {
           // Parallel subagents, each with a fresh context: the turn goes on when all answer.
           const k = u.subagentsPerTurn ?? 0;
@@ -260,9 +287,12 @@ class Simulation {
       }
     } catch {
       // the turn failed or the user gave up: either way the user moves on
+      answered = false;
     } finally {
       patience();
-      this.#metrics.turnEnded(started, Math.min(clock.now() - started, info.patienceMs));
+      const waitMs = Math.min(clock.now() - started, info.patienceMs);
+      this.#metrics.turnEnded(started, waitMs);
+      if (n === 0) this.#metrics.firstTurnEnded(started, answered && waiting, waitMs);
     }
     return depth;
   }
@@ -271,7 +301,7 @@ class Simulation {
   async #tool(t: TurnCtx): Promise<boolean> {
     const metrics = this.#metrics;
     const measured = metrics.toolCallStarted(this.#clock.now());
-    const call = t.client.tool!({ order: t.info.id }, { signal: t.signal, turn: t.info });
+    const call = t.client.tool!({ order: t.order }, { signal: t.signal, turn: t.info });
     const ok = await Promise.race([call, t.gaveUp]);
     if (ok && measured && t.waiting()) metrics.toolCallSucceeded();
     return ok;
@@ -283,6 +313,7 @@ class Simulation {
     const metrics = this.#metrics;
     const u = this.#scenario.users;
     const request = {
+      id: t.order * CALLS + t.calls++,
       key: t.key,
       inputTokens,
       outputTokens: Math.round(between(t.random, u.outputTokens)),

@@ -26,7 +26,8 @@ export class SimTool implements SimToolApi {
     if (spec === undefined) throw new Error("this scenario has no tool");
     const now = this.#w.clock.now();
     this.#w.metrics.toolArrival(now);
-    const roll = inTrigger(this.#w.trigger, now) ? this.#w.random() : 1;
+    // Each attempt at the same turn's charge meets the same draws under every stack.
+    const roll = inTrigger(this.#w.trigger, now) ? this.#w.draws.of(args.order)() : 1;
     if (roll < spec.errorRate) {
       await this.#w.clock.sleep(50);
       throw new SimHttpError(503, "injected");

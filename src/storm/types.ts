@@ -1,4 +1,5 @@
 import type { Clock, Usage } from "../index.ts";
+import type { Draws } from "./draws.ts";
 import type { Metrics } from "./metrics.ts";
 import type { TriggerSpec } from "./scenarios.ts";
 
@@ -18,8 +19,9 @@ export interface ProviderMeter {
 export interface World {
   readonly clock: Clock;
   readonly trigger: TriggerSpec;
-  /** [0, 1), seeded: the simulation's randomness. */
-  readonly random: () => number;
+  /** What befalls each arrival of a request, drawn from its identity (common random
+   * numbers: the same call meets the same fate under every stack). */
+  readonly draws: Draws;
   readonly metrics: Metrics;
   /** Where the provider reports (the primary: `metrics`; a fallback: its own meter). */
   readonly meter: ProviderMeter;
@@ -30,6 +32,9 @@ export type RejectReason = "overflow" | "injected" | "rate" | "quota";
 
 /** One model request as the simulated provider sees it. */
 export interface SimRequest {
+  /** The logical call it belongs to, the same under every stack: each of its attempts meets
+   * the provider's draws for that call's n-th arrival. */
+  readonly id?: number;
   readonly inputTokens: number;
   readonly outputTokens: number;
   /** The API key the conversation's requests carry (a spent quota is per key). */
@@ -87,7 +92,8 @@ export interface SimProviderApi {
 
 /** The dependency behind a tool, for the tool scenario. */
 export interface SimToolApi {
-  /** Performs (or replays, with a key) one side effect. */
+  /** Performs (or replays, with a key) one side effect. `order` names the turn's charge,
+   * the same under every stack. */
   call(
     args: { order: number },
     options: { idempotencyKey?: string; signal?: AbortSignal },
