@@ -1,4 +1,4 @@
-import type { Admission } from "./budget.ts";
+import type { Admission, AdmissionAsk } from "./budget.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Failure, KINDS } from "./failure.ts";
 import { opt, parseOptions } from "./validate.ts";
@@ -60,6 +60,9 @@ export class AdaptiveAdmission implements Admission {
   readonly #slotStart = new Array<number>(SLOTS).fill(Number.NEGATIVE_INFINITY);
   readonly #attempts = new Array<number>(SLOTS).fill(0);
   readonly #accepts = new Array<number>(SLOTS).fill(0);
+  /** Retries asked, and those asked by runs not yet started, per slot (rule 23). */
+  readonly #asks = new Array<number>(SLOTS).fill(0);
+  readonly #asksNew = new Array<number>(SLOTS).fill(0);
   /** The floor: a bucket of `burst` retries refilled at minRetriesPerSecond. */
   #floor: number;
   #floorAt = Number.NEGATIVE_INFINITY;
@@ -94,11 +97,36 @@ export class AdaptiveAdmission implements Admission {
     return { attempts, accepts };
   }
 
-  tryAcquire(failure?: Failure): boolean {
+  tryAcquire(failure?: Failure, ask?: AdmissionAsk): boolean {
     if (failure?.retryAfterMs !== undefined) return true;
+    const started = ask?.started !== false;
+    const i = this.#rotate(this.#clock.now());
+    this.#asks[i]!++;
+    if (!started) this.#asksNew[i]!++;
     const r = this.#random();
-    if ((r >= 0 && r < 1 ? r : 0) >= this.rejectProbability) return true;
+    if ((r >= 0 && r < 1 ? r : 0) >= this.#refusing(started)) return true;
     return this.takeFloor();
+  }
+
+  /**
+   * The share of retries refused for a run started or not (rule 23): the throttle refuses
+   * the same share of all it is asked (`rejectProbability`), but those of runs that have
+   * paid for nothing first, and a started run's only once none of theirs goes.
+   */
+  #refusing(started: boolean): number {
+    const p = this.rejectProbability;
+    if (p === 0) return 0;
+    let asks = 0;
+    let fresh = 0;
+    const now = this.#clock.now();
+    for (let i = 0; i < SLOTS; i++) {
+      if (now - this.#slotStart[i]! >= this.windowMs) continue;
+      asks += this.#asks[i]!;
+      fresh += this.#asksNew[i]!;
+    }
+    const refused = p * asks;
+    if (!started) return fresh === 0 ? p : Math.min(1, refused / fresh);
+    return asks === fresh ? p : Math.max(0, (refused - fresh) / (asks - fresh));
   }
 
   onSuccess(at?: number): void {
@@ -147,6 +175,8 @@ export class AdaptiveAdmission implements Admission {
       this.#slotStart[i] = n * width;
       this.#attempts[i] = 0;
       this.#accepts[i] = 0;
+      this.#asks[i] = 0;
+      this.#asksNew[i] = 0;
     }
     this.#slot = i;
     this.#slotEnd = (n + 1) * width;

@@ -10,8 +10,9 @@ import { opt, parseOptions } from "./validate.ts";
  */
 export interface Admission {
   /** A retry asks to go, after `failure`. True admits it (and counts it as spent); false
-   * refuses it. */
-  tryAcquire(failure?: Failure): boolean;
+   * refuses it. `ask` says what the call's run has paid for: when some retries must be
+   * refused, those of runs that have paid for nothing go first (rule 23). */
+  tryAcquire(failure?: Failure, ask?: AdmissionAsk): boolean;
   /** An attempt (first or retry) succeeded; `at` is when it started, on the policy's clock
    * (so the success path reads no clock of its own). */
   onSuccess(at?: number): void;
@@ -23,6 +24,13 @@ export interface Admission {
    * it is 0 (nothing shows the upstream overloaded); without it, a hedge never stands down
    * for the admission. */
   readonly rejectProbability?: number;
+}
+
+/** What a retry asking the admission is part of (rule 23). */
+export interface AdmissionAsk {
+  /** The call's run has had a call answered already (a turn under way); false for the
+   * calls of a run that has paid for nothing yet. A call with no run counts as started. */
+  readonly started: boolean;
 }
 
 /** Options of a `RetryBudget` (a token bucket for retries). */

@@ -43,6 +43,9 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   priority?: number;
   group?: object;
+  /** False for a call of a run that has paid for nothing yet: of equal priority, a call
+   * whose run has had an answer goes first (rule 23). @default true */
+  started?: boolean;
 }
 
 /** A call's claim on the limiter. */
@@ -172,6 +175,7 @@ class Bucket {
 interface Waiter {
   readonly cost: Cost;
   readonly priority: number;
+  readonly started: boolean;
   readonly seq: number;
   readonly deadlineAt: number;
   readonly group: object | undefined;
@@ -291,10 +295,11 @@ export function spentOf(cost: Cost, actual: Partial<Usage> | undefined): Spend {
   return out;
 }
 
-/** Whether `w` goes before `b`: priority, then urgency (the earliest deadline among
- * those about to miss it), then the newest. */
+/** Whether `w` goes before `b`: priority, then a run under way before one not begun (rule
+ * 23), then urgency (the earliest deadline among those about to miss it), then the newest. */
 function ahead(w: Waiter, b: Waiter, urgentBefore: number): boolean {
   if (w.priority !== b.priority) return w.priority > b.priority;
+  if (w.started !== b.started) return w.started;
   const wUrgent = w.deadlineAt <= urgentBefore;
   if (wUrgent !== b.deadlineAt <= urgentBefore) return wUrgent;
   return wUrgent ? w.deadlineAt < b.deadlineAt : w.seq > b.seq;
@@ -509,6 +514,7 @@ export class RateLimiter implements Limiter {
       const waiter: Waiter = {
         cost,
         priority: o.priority ?? 0,
+        started: o.started !== false,
         seq: this.#seq++,
         deadlineAt,
         group: o.group,
@@ -533,11 +539,12 @@ export class RateLimiter implements Limiter {
   }
 
   /**
-   * Refuses the waiters that can no longer make their deadline: those the buckets would
-   * hold past it (which changes only when something takes or the server says less is
-   * left, and both pump) and those whose deadline has passed (the pump wakes for it).
-   * Returns the waiter to serve next among the rest with a free slot: the highest
-   * priority; then one about to miss its deadline (within two of the calls' usual
+   * Refuses the waiters that can no longer be answered by their deadline (sent now, a call
+   * takes about the usual duration): those the buckets would hold past that (which changes
+   * only when something takes or the server says less is left, and both pump) and those
+   * still waiting when it comes (the pump wakes for it). Returns the waiter to serve next
+   * among the rest with a free slot: the highest priority; then a call of a run under way
+   * (rule 23); then one about to miss its deadline (within two of the calls' usual
    * durations; the earliest deadline first); then the newest. When demand outruns the
    * upstream, most calls then wait little and a few wait long, instead of every call
    * waiting the whole queue, and the few are served before their deadline passes; the
@@ -553,7 +560,9 @@ export class RateLimiter implements Limiter {
     for (let i = q.length - 1; i >= 0; i--) {
       const w = q[i]!;
       const wait = this.#waitFor(w.cost, now);
-      if (late(now, wait, w.deadlineAt)) {
+      // It leaves once it can no longer be answered in time: sent, it would take about
+      // the usual duration (rule 16).
+      if (late(now, wait + this.#held, w.deadlineAt)) {
         q.splice(i, 1);
         w.refuse(tooLong(wait));
       } else if (this.#hasSlot(w.group) && (best === undefined || !ahead(best, w, urgentBefore)))
@@ -583,7 +592,7 @@ export class RateLimiter implements Limiter {
     }
     // Wake for the next grant, or for the first deadline to pass (a waiter held by a slot
     // or by what is ahead of it is refused then, not when a slot frees).
-    for (const w of this.#queue) wake = Math.min(wake, w.deadlineAt - now + 1);
+    for (const w of this.#queue) wake = Math.min(wake, w.deadlineAt - this.#held - now + 1);
     if (this.#queue.length > 0 && Number.isFinite(wake))
       this.#timer = this.#clock.schedule(Math.max(1, Math.ceil(wake)), () => this.#pump());
   }

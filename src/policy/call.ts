@@ -1,7 +1,7 @@
 import { classify } from "../core/classify.ts";
 import type { Clock } from "../core/clock.ts";
 import { callDeadline, type Deadline } from "../core/deadline.ts";
-import { decide, type RetryState } from "../core/decide.ts";
+import { decide, type RetryRules, type RetryState } from "../core/decide.ts";
 import { EFFECTS, type Effect } from "../core/effects.ts";
 import {
   BreakwaterError,
@@ -233,8 +233,9 @@ export class Call implements AttemptOwner, GateRequest {
   readonly #o: ResolvedOptions;
   readonly #options: CallOptions | undefined;
   readonly #limits: RunLimits | undefined;
-  /** The rules decide reads: the policy's, with this call's own attempt cap if it has one. */
-  readonly #rules: ResolvedOptions | (ResolvedOptions & { maxAttempts: number });
+  /** The rules decide reads: the policy's (with a deadline, its deadline cap), with this
+   * call's own attempt cap if it has one. */
+  readonly #rules: RetryRules;
   readonly #startedAt: number;
   /** Whether anything can refuse an attempt (spares the checks on the common path). */
   readonly #gated: boolean;
@@ -267,8 +268,6 @@ export class Call implements AttemptOwner, GateRequest {
     this.weak = stream;
     this.#limits = options?.run === undefined ? undefined : partsOf(options.run)?.limits;
     this.#ledger = options?.ledger;
-    const cap = options?.maxAttempts;
-    this.#rules = cap === undefined || cap >= o.maxAttempts ? o : { ...o, maxAttempts: cap };
     const now = adopted?.startedAt ?? o.clock.now();
     this.#startNow = adopted === undefined ? now : undefined;
     this.#startedAt = now;
@@ -281,6 +280,11 @@ export class Call implements AttemptOwner, GateRequest {
     const given = options?.deadlineAt ?? Number.POSITIVE_INFINITY;
     const deadlineMs = own(options?.deadlineMs, o.deadlineMs);
     this.deadline = callDeadline(now, Math.min(deadlineMs, given - now), runAllows);
+    // With a deadline the cap is a backstop: the deadline and the admission end retries first.
+    const rules = this.deadline.at === Number.POSITIVE_INFINITY ? o : o.deadlineRules;
+    const cap = options?.maxAttempts;
+    this.#rules =
+      cap === undefined || cap >= rules.maxAttempts ? rules : { ...rules, maxAttempts: cap };
     this.#gated =
       options?.signal !== undefined ||
       this.#limits !== undefined ||
@@ -539,6 +543,10 @@ export class Call implements AttemptOwner, GateRequest {
     const o = this.#options;
     return o?.priority ?? o?.run?.priority ?? 0;
   }
+  /** Whether the call's run has paid for an answer yet (a call with no run: it has). */
+  get started(): boolean {
+    return this.#limits?.started ?? true;
+  }
   get deadlineAt(): number {
     return this.deadline.at;
   }
@@ -625,6 +633,7 @@ export class Call implements AttemptOwner, GateRequest {
     this.#attempt?.end(
       left ? { how: "left", usage } : usage === undefined ? OK : { how: "ok", usage },
     );
+    if (!left) this.#limits?.answered();
     // A stream's outcome reads the ledger; an unwatched execute needs none.
     if (this.#ledger === undefined && !this.weak && o.onSuccess === undefined && !this.#watch)
       return;

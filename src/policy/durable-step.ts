@@ -107,8 +107,12 @@ export async function durableStep<T>(
     ? (prior.deadlineAt ?? Number.POSITIVE_INFINITY)
     : callDeadline(clock.now(), given.deadlineMs ?? limits.deadlineMs, Number.POSITIVE_INFINITY).at;
   const spent = prior?.spent ?? 0;
+  // With a deadline (the step's or its run's) the attempt cap is a backstop (rule 1).
+  const runEnds = given.run?.deadline ?? Number.POSITIVE_INFINITY;
+  const bounded = Math.min(deadlineAt, runEnds) !== Number.POSITIVE_INFINITY;
+  const cap = bounded ? limits.deadlineMaxAttempts : limits.maxAttempts;
   const step = {
-    maxAttempts: Math.max(1, limits.maxAttempts - spent),
+    maxAttempts: Math.max(1, cap - spent),
     deferAfterMs: o.holdMs,
     ...(deadlineAt !== Number.POSITIVE_INFINITY && { deadlineAt }),
     ...(prior && { waited: { ms: prior.waitMs, why: prior.why } }),

@@ -3,6 +3,7 @@ import type { Failure, FailureKind } from "../core/failure.ts";
 import { isA } from "../core/safe.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import {
+  capsOf,
   checkUpstreams,
   type Fallback,
   type Leg,
@@ -22,7 +23,8 @@ export interface FallbackOptions {
   /** The chain's deadline in ms, shared by every upstream: set once, when a call starts.
    * @default none (each upstream's own) */
   deadlineMs?: number;
-  /** Attempts across the whole chain. @default the sum of the upstreams' maxAttempts */
+  /** Attempts across the whole chain. @default the sum of the upstreams' caps (for a call
+   * with a deadline, their deadline caps) */
   maxAttempts?: number;
   /** How long a call waits at an upstream's rate limiter (its queue, a 429's hold) while
    * the next upstream has room, before it moves on: wait if short, switch if long.
@@ -170,8 +172,6 @@ export function fallback<T, C = unknown>(
   const v = new Validator("fallback");
   const ups = checkUpstreams(v, upstreams) as readonly Upstream<T, C>[];
   const o = parseOptions(v, CHAIN_SPEC, options);
-  const all = ups.reduce((n, u) => n + u.policy.options.maxAttempts, 0);
-  const maxAttempts = o.maxAttempts === Number.POSITIVE_INFINITY ? all : o.maxAttempts;
   const strategy = new Ordered(ups, o.when ?? movesOn, o.switchAfterMs);
-  return new Router(ups, strategy, { deadlineMs: o.deadlineMs, maxAttempts }, v);
+  return new Router(ups, strategy, { deadlineMs: o.deadlineMs, ...capsOf(ups, o.maxAttempts) }, v);
 }

@@ -14,6 +14,9 @@ export interface GateRequest {
   readonly group: object | undefined;
   /** Higher goes first in a queue. */
   readonly priority: number;
+  /** The call's run has had an answer (or it has no run): of equal priority, it goes
+   * before the calls of runs that have paid for nothing yet (rule 23). */
+  readonly started: boolean;
   /** The call's deadline on the policy's clock. */
   readonly deadlineAt: number;
   /** A wait for room at a gate may not pass this: the deadline, or sooner when the call
@@ -25,6 +28,12 @@ export interface GateRequest {
   /** Ends a wait at once: the caller's abort, or a stream's consumer leaving. */
   readonly cancel: AbortSignal | undefined;
   readonly reporter: Reporter;
+}
+
+/** What a gate is asked before a retry: the call, and whether its run has paid for
+ * anything yet (rule 23). */
+export interface AdmitRequest extends Reporter {
+  readonly started: boolean;
 }
 
 /** A gate refused an attempt or a retry: the call gives up with `reason`. */
@@ -55,7 +64,7 @@ export interface Gate {
    * rejects with) a `Refusal`; a wait also rejects with the signal's reason. */
   enter(req: GateRequest): Grant | Promise<Grant>;
   /** Before a retry is sent: undefined admits it, a Refusal gives the call up (rule 1). */
-  admit?(failure: Failure, r: Reporter): Refusal | undefined;
+  admit?(failure: Failure, r: AdmitRequest): Refusal | undefined;
   /** A retry this gate admitted will not be sent (an `onRetry` veto). */
   refund?(r: Reporter): void;
   /** False while the upstream shows overload to this gate: hedges stand down (rule 21). */
@@ -142,10 +151,10 @@ export class AdmissionGate implements Gate, Grant {
     return this;
   }
 
-  admit(f: Failure, r: Reporter): Refusal | undefined {
+  admit(f: Failure, r: AdmitRequest): Refusal | undefined {
     // An admission that throws refuses: when in doubt, protect the upstream.
     const a = this.#admission;
-    return guard(r, "budget.tryAcquire", () => a.tryAcquire(f), false) ? undefined : BUDGET;
+    return guard(r, "budget.tryAcquire", () => a.tryAcquire(f, r), false) ? undefined : BUDGET;
   }
 
   refund(r: Reporter): void {
@@ -251,6 +260,7 @@ export class LimiterGate implements Gate {
       signal: req.cancel,
       priority: req.priority,
       group: req.group,
+      started: req.started,
     };
     return Promise.resolve()
       .then(() => limiter.acquire(req.cost, wait))
@@ -306,7 +316,7 @@ export class Gates {
 
   /** Asks every gate to admit a retry (rule 1): the first refusal, after the gates that
    * admitted it were refunded; undefined when all admit it. */
-  admit(f: Failure, r: Reporter): Refusal | undefined {
+  admit(f: Failure, r: AdmitRequest): Refusal | undefined {
     const list = this.list;
     for (let i = 0; i < list.length; i++) {
       const refused = list[i]!.admit?.(f, r);

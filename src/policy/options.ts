@@ -76,7 +76,10 @@ export interface SuccessEvent {
 /** Everything a policy can be told; every option is validated when the policy is built. */
 export interface PolicyOptions {
   /** Attempts per logical call, including the first (p-retry's `retries: 2` is
-   * `maxAttempts: 3`). @default 3 */
+   * `maxAttempts: 3`). Given, it caps every call. @default 3 for a call with no deadline
+   * (what the SDKs send: moving to breakwater adds no load); for a call with one (its own
+   * `deadlineMs` or its run's), `DEADLINE_ATTEMPTS` (10): the deadline and the admission
+   * bound its retries, and the cap is only a backstop (rule 1) */
   maxAttempts?: number;
   /** The wait when the server gives no hint: options for the built-in full-jitter
    * exponential backoff, or your own `Backoff`. @default { baseMs: 500, capMs: 8000 } */
@@ -152,8 +155,18 @@ export interface PolicyOptions {
   hedge?: boolean | HedgeOptions;
 }
 
+/** The attempt cap of a call with a deadline when none is given (`maxAttempts`): a
+ * backstop, not the bound. The deadline (the user's patience) and the admission (what the
+ * upstream can still serve) end the retries first; chosen in the storm (docs/storm.md). */
+export const DEADLINE_ATTEMPTS = 10;
+
 /** The validated, frozen options a policy runs on. */
 export interface ResolvedOptions extends RetryRules {
+  /** The attempt cap of a call with a deadline: `maxAttempts` when given, else
+   * `DEADLINE_ATTEMPTS`. */
+  readonly deadlineMaxAttempts: number;
+  /** The rules `decide` reads for a call with a deadline (the same but the cap). */
+  readonly deadlineRules: RetryRules;
   readonly attemptTimeoutMs: number;
   readonly deadlineMs: number;
   readonly firstTokenTimeoutMs: number;
@@ -219,7 +232,7 @@ const admissionRule = either(
 
 /** The one table of policy options: the key list and every check derive from it. */
 const SPEC = {
-  maxAttempts: opt.int({ min: 1, default: 3, infinite: true }),
+  maxAttempts: opt.int({ min: 1, infinite: true }),
   backoff: either(isBackoff, "a Backoff (an object with delay()) or backoff options"),
   retryAfter: opt.object({
     maxMs: opt.num({ max: MAX_DELAY_MS, default: 30_000 }),
@@ -299,6 +312,7 @@ function leanOwner(
     cost: {},
     group: undefined,
     priority: 0,
+    started: true,
     deadlineAt: Number.POSITIVE_INFINITY,
     waitUntil: Number.POSITIVE_INFINITY, // the lean path never waits at a gate
     holdMs: Number.POSITIVE_INFINITY,
@@ -361,20 +375,28 @@ export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOp
   } = parseOptions(v, SPEC, options);
   const time = clock ?? systemClock;
   const model = rest.model;
-  const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
-  const gates = gatesOf(parts, holdCapOf(retryAfter));
-  const lean = isLean(rest) && gates.quick;
-  return Object.freeze({
-    ...rest,
+  const given = rest.maxAttempts;
+  const rules = {
     backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
     retryAfterMaxMs: retryAfter.maxMs,
     retryAfterJitterMs: retryAfter.jitterMs,
     retryAfterBeyondMax: retryAfter.beyondMax,
+    random: random ?? Math.random,
+  };
+  const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
+  const gates = gatesOf(parts, holdCapOf(retryAfter));
+  const lean = isLean(rest) && gates.quick;
+  const deadlineMaxAttempts = given ?? DEADLINE_ATTEMPTS;
+  return Object.freeze({
+    ...rest,
+    ...rules,
+    maxAttempts: given ?? 3,
+    deadlineMaxAttempts,
+    deadlineRules: Object.freeze({ ...rules, maxAttempts: deadlineMaxAttempts }),
     ...parts,
     gates,
     lean: lean ? leanOwner(time, rest.attemptTimeoutMs, parts.limiter) : undefined,
     clock: time,
-    random: random ?? Math.random,
     price: model === undefined || !Object.hasOwn(prices, model) ? undefined : prices[model],
     prices,
   });

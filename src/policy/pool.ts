@@ -3,6 +3,7 @@ import type { Failure } from "../core/failure.ts";
 import { opt, parseOptions, Validator } from "../core/validate.ts";
 import { CHAIN_SPEC, type FallbackOptions, isRefusal, movesOn, ON_FAILURE } from "./fallback.ts";
 import {
+  capsOf,
   checkUpstreams,
   type Fallback,
   type Leg,
@@ -219,11 +220,10 @@ export function pool<T, C = unknown>(
   const o = parseOptions(v, SPEC, options);
   if (o.maxCooldownMs < o.cooldownMs)
     v.fail("maxCooldownMs", o.maxCooldownMs, `a number >= cooldownMs (${o.cooldownMs})`);
-  // By default each deployment may be tried twice: again after it recovers.
-  const all = 2 * deps.reduce((n, u) => n + u.policy.options.maxAttempts, 0);
-  const maxAttempts = o.maxAttempts === Number.POSITIVE_INFINITY ? all : o.maxAttempts;
   const strategy = new Healthiest(deps, { ...o, when: o.when ?? movesOn });
-  const router = new Router(deps, strategy, { deadlineMs: o.deadlineMs, maxAttempts }, v);
+  // By default each deployment may be tried twice: again after it recovers.
+  const caps = capsOf(deps, o.maxAttempts, 2);
+  const router = new Router(deps, strategy, { deadlineMs: o.deadlineMs, ...caps }, v);
   return {
     limits: router.limits,
     execute: (call) => router.execute(call),

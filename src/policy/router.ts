@@ -45,11 +45,28 @@ export interface ChainCallOptions {
 /** What a durable step reads of a chain: its attempt cap and deadline, the clock its
  * upstreams share, and the longest Retry-After any of them honours. */
 export interface ChainLimits {
+  /** Attempts across the chain for a call with no deadline. */
   readonly maxAttempts: number;
+  /** Attempts across the chain for a call with a deadline (its own, the chain's or its
+   * run's): a backstop, as a policy's (rule 1). */
+  readonly deadlineMaxAttempts: number;
   readonly deadlineMs: number;
   readonly clock: Clock;
   readonly retryAfterMaxMs: number;
 }
+
+/** A chain's attempt caps, without a deadline and with one: the given cap for both, else
+ * `times` the sum of its upstreams' own. */
+export function capsOf(
+  ups: readonly { readonly policy: { readonly options: ChainLimitsOf } }[],
+  given: number,
+  times = 1,
+): { maxAttempts: number; deadlineMaxAttempts: number } {
+  if (given !== Number.POSITIVE_INFINITY) return { maxAttempts: given, deadlineMaxAttempts: given };
+  const sum = (k: keyof ChainLimitsOf) => times * ups.reduce((n, u) => n + u.policy.options[k], 0);
+  return { maxAttempts: sum("maxAttempts"), deadlineMaxAttempts: sum("deadlineMaxAttempts") };
+}
+type ChainLimitsOf = Pick<ChainLimits, "maxAttempts" | "deadlineMaxAttempts">;
 
 /** Decides whether a failure moves a call on to the next upstream. */
 export type MoveOn = (
@@ -79,6 +96,8 @@ export interface Leg<C> {
   readonly ledger: Ledger;
   /** The chain's deadline for this call (Infinity: none). */
   readonly deadlineAt: number;
+  /** Attempts this call may make across the chain. */
+  readonly cap: number;
   /** When this call must be done, its run's share included (rule 6). */
   deadline(now: number): number;
   readonly signal: AbortSignal | undefined;
@@ -179,19 +198,21 @@ export class Router<T, C> implements Fallback<T, C> {
   readonly #strategy: Strategy<C>;
   readonly #deadlineMs: number;
   readonly #cap: number;
+  readonly #deadlineCap: number;
   readonly #v: Validator;
   readonly limits: ChainLimits;
 
   constructor(
     ups: readonly Upstream<T, C>[],
     strategy: Strategy<C>,
-    limits: { deadlineMs: number; maxAttempts: number },
+    limits: { deadlineMs: number; maxAttempts: number; deadlineMaxAttempts: number },
     v: Validator,
   ) {
     this.#ups = ups;
     this.#strategy = strategy;
     this.#deadlineMs = limits.deadlineMs;
     this.#cap = limits.maxAttempts;
+    this.#deadlineCap = limits.deadlineMaxAttempts;
     this.#v = v;
     const rules = ups.map((u) => u.policy.options);
     this.limits = Object.freeze({
@@ -269,7 +290,7 @@ export class Router<T, C> implements Fallback<T, C> {
 
   /** After a hop failed: the next upstream's index, or -1 when the caller sees the error. */
   #onward(i: number, error: unknown, leg: Leg<C>): number | Promise<number> {
-    if (!this.#strategy.moves(i, error) || leg.ledger.attempts.length >= this.#cap) return -1;
+    if (!this.#strategy.moves(i, error) || leg.ledger.attempts.length >= leg.cap) return -1;
     // No time left for another upstream: the caller sees this one's error.
     const now = this.#ups[0]!.policy.options.clock.now();
     if (leg.deadline(now) <= now) return -1;
@@ -293,10 +314,13 @@ export class Router<T, C> implements Fallback<T, C> {
     const within = (runAllows: number) =>
       Math.min(given, callDeadline(startedAt, this.#deadlineMs, runAllows).at);
     const deadlineAt = within(Number.POSITIVE_INFINITY);
-    const cap = Math.min(this.#cap, call?.maxAttempts ?? Number.POSITIVE_INFINITY);
+    const bounded = within(run?.callDeadline(startedAt) ?? Number.POSITIVE_INFINITY);
+    const own = bounded === Number.POSITIVE_INFINITY ? this.#cap : this.#deadlineCap;
+    const cap = Math.min(own, call?.maxAttempts ?? Number.POSITIVE_INFINITY);
     return {
       ledger,
       deadlineAt,
+      cap,
       signal: call?.signal,
       tried: new Set(),
       waited: call?.waited,

@@ -49,10 +49,25 @@ export class RunLimits {
 
   /** The run that started this one: its caps hold here too, and it counts what this does. */
   readonly parent: RunLimits | undefined;
+  /** Calls of the whole run tree answered so far (counted at its root). */
+  #answered = 0;
+  readonly #root: RunLimits;
 
   constructor(caps: RunCaps, parent?: RunLimits) {
     this.caps = caps;
     this.parent = parent;
+    this.#root = parent === undefined ? this : parent.#root;
+  }
+
+  /** A call of this run answered: the turn has paid for something (rule 23). */
+  answered(): void {
+    this.#root.#answered++;
+  }
+
+  /** Whether the run tree this run belongs to has had a call answered: a turn already paid
+   * for goes before one not begun wherever something must be rationed (rule 23). */
+  get started(): boolean {
+    return this.#root.#answered > 0;
   }
 
   addCall(ledger: Ledger): void {

@@ -237,17 +237,29 @@ export class Metrics implements ProviderMeter {
     if (!this.#outside(startedMs)) this.#waits.push(waitMs);
   }
 
+  /** First turns scored and not yet ended: the run goes on past its end until they have. */
+  firstTurnsOpen = 0;
+
+  /** Where a first turn begun at `ms` is scored: the trigger, the minute after it, or none. */
+  #turnWindow(ms: number): number[] | undefined {
+    const { startS, endS } = this.#scenario.trigger;
+    if (this.#inTrigger(ms) && endS > startS) return this.#firstTurns.trigger;
+    if (ms >= endS * 1000 && ms < (endS + 60) * 1000) return this.#firstTurns.after;
+    return undefined;
+  }
+
+  /** A conversation's first turn began at `ms`. */
+  firstTurnBegan(ms: number) {
+    if (this.#turnWindow(ms) !== undefined) this.firstTurnsOpen++;
+  }
+
   /** A conversation's first turn ended: answered after `waitMs`, or not at all. Kept when it
    * began during the trigger or in the minute after it. */
   firstTurnEnded(startedMs: number, answered: boolean, waitMs: number) {
-    const { startS, endS } = this.#scenario.trigger;
-    const window =
-      this.#inTrigger(startedMs) && endS > startS
-        ? this.#firstTurns.trigger
-        : startedMs >= endS * 1000 && startedMs < (endS + 60) * 1000
-          ? this.#firstTurns.after
-          : undefined;
-    window?.push(answered ? waitMs : Number.NaN);
+    const window = this.#turnWindow(startedMs);
+    if (window === undefined) return;
+    this.firstTurnsOpen--;
+    window.push(answered ? waitMs : Number.NaN);
   }
 
   #toolResult(): NonNullable<StackResult["tool"]> {

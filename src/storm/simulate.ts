@@ -1,7 +1,7 @@
 import { type Usage, VirtualClock } from "../index.ts";
 import { mulberry32 } from "../testing/index.ts";
-import { Metrics, type StackResult } from "./metrics.ts";
 import { Draws } from "./draws.ts";
+import { Metrics, type StackResult } from "./metrics.ts";
 import { SimProvider } from "./provider.ts";
 import type { Scenario } from "./scenarios.ts";
 import { SimTool } from "./tool.ts";
@@ -131,6 +131,8 @@ class Simulation {
   readonly #options: SimulateOptions;
   readonly #warmupMs: number;
   readonly #endMs: number;
+  /** Users arrive and begin turns until then: the end, or later while scored turns are open. */
+  #openMs: number;
   readonly #turnMs: number;
   readonly #clock: VirtualClock;
   readonly #r: ReturnType<typeof streams>;
@@ -145,6 +147,7 @@ class Simulation {
     this.#options = options;
     this.#warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
     this.#endMs = scenario.durationS * 1000;
+    this.#openMs = this.#endMs;
     this.#turnMs = expectedTurnS(scenario) * 1000;
     // Millions of timers: up to 1024 a turn of the event loop (the turns were half its time).
     const clock = new VirtualClock(-this.#warmupMs, { perTurn: 1024 });
@@ -191,7 +194,7 @@ class Simulation {
     const rate = this.#scenario.users.conversations / expectedConversationS(this.#scenario);
     const arrivals = mulberry32((this.#options.seed * 31 + 17) >>> 0);
     const arrive = () => {
-      if (clock.now() >= endMs) return;
+      if (clock.now() >= this.#openMs) return;
       void this.#conversation(conversations++).catch(() => {});
       clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
     };
@@ -203,6 +206,12 @@ class Simulation {
       const done = (t + sliceMs + warmupMs) / (endMs + warmupMs);
       this.#options.onProgress?.(Math.min(1, Math.max(0, done)));
     }
+    // The first turns still open are scored as they end (within a patience), so every stack
+    // is scored on the same turns; the users go on meanwhile, as they would have, but
+    // nothing else past the end is measured.
+    this.#openMs = endMs + this.#scenario.users.patienceS * 1000 + sliceMs;
+    while (this.#metrics.firstTurnsOpen > 0 && clock.now() < this.#openMs)
+      await clock.advance(sliceMs);
     this.#stop.abort();
     return this.#metrics.result(this.#stack, this.#scenario.prices, this.#options.calm);
   }
@@ -218,7 +227,7 @@ class Simulation {
     const random = this.#r.user(index);
     let depth = 0;
     let due = clock.now();
-    for (let t = 0; t < u.turnsPerConversation && clock.now() < this.#endMs; t++) {
+    for (let t = 0; t < u.turnsPerConversation && clock.now() < this.#openMs; t++) {
       if (t > 0) {
         due += this.#turnMs + between(random, u.thinkS) * 1000;
         if (due > clock.now()) await clock.sleep(due - clock.now(), this.#stop.signal);
@@ -234,6 +243,7 @@ class Simulation {
     const clock = this.#clock;
     const u = this.#scenario.users;
     const started = clock.now();
+    if (n === 0) this.#metrics.firstTurnBegan(started);
     const info: TurnInfo = {
       id: ++this.#turns,
       startedAt: started,

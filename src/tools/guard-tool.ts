@@ -121,7 +121,7 @@ const classifyResult = (error: unknown): Failure | undefined =>
 const nothingRan = (f: Failure, error: unknown): boolean =>
   isA(error, ToolResultFailure) || provesNothingRan(f);
 
-const DEFAULT_POLICY: PolicyOptions = { maxAttempts: 3, backoff: { baseMs: 200, capMs: 2_000 } };
+const DEFAULT_POLICY: PolicyOptions = { backoff: { baseMs: 200, capMs: 2_000 } };
 const POLICY_PARTS = ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const;
 const isPolicy = (p: unknown): p is Policy => typeof (p as Policy)?.execute === "function";
 const isRunOrFn = (r: unknown) => typeof r === "function" || partsOf(r) !== undefined;
@@ -214,6 +214,8 @@ function attempt<A, R>(
       classify: classifyResult,
       // A tool with effects is never raced by a second call of itself (rule 21).
       ...(g.effect !== "read" && { hedge: false as const }),
+      // One safe to repeat waits for a refused retry while its deadline allows (rule 13).
+      ...(g.effect !== "unsafe" && { patience: true }),
       ...(signal && { signal }),
       ...(run && { run }),
     },
