@@ -32,7 +32,10 @@ const CASES: readonly [string, FakeStep[]][] = [
     "a spent quota (429 insufficient_quota): not retried",
     [{ fail: 429, code: "insufficient_quota" }],
   ],
-  ["a 503 storm: the three attempts used up", [{ fail: 503 }]],
+  [
+    "a 503 storm: with a deadline, retried until the next wait would pass it (the cap of 10 is a backstop)",
+    [{ fail: 503 }],
+  ],
   ["a hung attempt: the call's 20 s deadline ends it", [{ text: "never", latencyMs: 60_000 }]],
   [
     "a 429 with Retry-After: 120: past the 30 s cap, the call ends at once",

@@ -27,6 +27,10 @@ export interface RetryState {
 /** The policy's rules that a decision reads. */
 export interface RetryRules {
   readonly maxAttempts: number;
+  /** The cap after one of our own timers cut the attempt, when it is lower: the upstream
+   * is still working on what its client left, so a deadline's budget is not spent on
+   * stacking more of it (rule 1). @default maxAttempts */
+  readonly cutMaxAttempts?: number;
   readonly backoff: Backoff;
   readonly retryAfterMaxMs: number;
   readonly retryAfterJitterMs: number;
@@ -65,7 +69,8 @@ function settled(s: RetryState, f: Failure, r: RetryRules): Verdict | undefined 
     return stop(isOutputKind(f.kind) ? "not-retryable" : "outcome-unknown");
   if (s.timedOutBy === "deadline" || s.timedOutBy === "run-deadline") return stop(s.timedOutBy);
   if (!f.retryable || s.callerRefused) return stop("not-retryable");
-  if (s.attempt >= r.maxAttempts)
+  const cap = s.timedOutBy === undefined ? r.maxAttempts : (r.cutMaxAttempts ?? r.maxAttempts);
+  if (s.attempt >= cap)
     return stop(s.timedOutBy === undefined ? "attempts-exhausted" : "attempt-timeout");
   return undefined;
 }

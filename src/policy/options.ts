@@ -359,40 +359,48 @@ const isLean = (o: Partial<PolicyOptions>) =>
   o.usage === undefined &&
   o.deadlineMs === Number.POSITIVE_INFINITY;
 
+/** The rules `decide` reads: without a deadline (`maxAttempts`: the given cap, else 3) and
+ * with one (the given cap, else `DEADLINE_ATTEMPTS`), both frozen once. */
+function rulesOf(
+  o: Pick<Parsed<typeof SPEC>, "maxAttempts" | "backoff" | "retryAfter" | "random">,
+  v: Validator,
+) {
+  const rules = {
+    backoff: isBackoff(o.backoff) ? o.backoff : parseBackoff(v, o.backoff, "backoff"),
+    retryAfterMaxMs: o.retryAfter.maxMs,
+    retryAfterJitterMs: o.retryAfter.jitterMs,
+    retryAfterBeyondMax: o.retryAfter.beyondMax,
+    random: o.random ?? Math.random,
+  };
+  const deadlineMaxAttempts = o.maxAttempts ?? DEADLINE_ATTEMPTS;
+  return {
+    ...rules,
+    maxAttempts: o.maxAttempts ?? 3,
+    deadlineMaxAttempts,
+    deadlineRules: Object.freeze({
+      ...rules,
+      maxAttempts: deadlineMaxAttempts,
+      cutMaxAttempts: o.maxAttempts ?? 3,
+    }),
+  };
+}
+
 /** Validates every option at construction: a bad one throws naming option, value and rule. */
 export function resolveOptions(options: PolicyOptions, v: Validator): ResolvedOptions {
-  const {
-    retryAfter,
-    prices,
-    budget,
-    admission,
-    breaker,
-    limiter,
-    backoff,
-    clock,
-    random,
-    ...rest
-  } = parseOptions(v, SPEC, options);
+  const { retryAfter, prices, budget, admission, breaker, limiter, backoff, clock, ...rest } =
+    parseOptions(v, SPEC, options);
   const time = clock ?? systemClock;
   const model = rest.model;
-  const given = rest.maxAttempts;
-  const rules = {
-    backoff: isBackoff(backoff) ? backoff : parseBackoff(v, backoff, "backoff"),
-    retryAfterMaxMs: retryAfter.maxMs,
-    retryAfterJitterMs: retryAfter.jitterMs,
-    retryAfterBeyondMax: retryAfter.beyondMax,
-    random: random ?? Math.random,
-  };
-  const parts = partsOf({ budget, admission, breaker, limiter }, v, time, random);
+  const rules = rulesOf(
+    { maxAttempts: rest.maxAttempts, backoff, retryAfter, random: rest.random },
+    v,
+  );
+  const parts = partsOf({ budget, admission, breaker, limiter }, v, time, rest.random);
   const gates = gatesOf(parts, holdCapOf(retryAfter));
   const lean = isLean(rest) && gates.quick;
-  const deadlineMaxAttempts = given ?? DEADLINE_ATTEMPTS;
   return Object.freeze({
     ...rest,
     ...rules,
-    maxAttempts: given ?? 3,
-    deadlineMaxAttempts,
-    deadlineRules: Object.freeze({ ...rules, maxAttempts: deadlineMaxAttempts }),
     ...parts,
     gates,
     lean: lean ? leanOwner(time, rest.attemptTimeoutMs, parts.limiter) : undefined,

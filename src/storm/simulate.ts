@@ -99,6 +99,8 @@ interface TurnCtx {
   readonly order: number;
   /** The model calls the turn has made so far (a call's identity is the turn's and this). */
   calls: number;
+  /** The conversation's context depth: its model calls so far. */
+  depth: number;
   readonly client: StackClient;
   readonly random: () => number;
   readonly key: number;
@@ -265,6 +267,7 @@ class Simulation {
       info,
       order: key * TURNS + n,
       calls: 0,
+      depth,
       client: this.#client,
       random,
       key,
@@ -274,37 +277,40 @@ class Simulation {
     };
     let answered = false;
     try {
-      answered = true;
-      for (const step of turnSteps(u)) {
-        if (step === "tool") {
-          if (!(await this.#tool(t))) {
-            answered = false;
-            break;
-          }
-        } else if (step === "fan-out") {
-          // Parallel subagents, each with a fresh context: the turn goes on when all answer.
-          const k = u.subagentsPerTurn ?? 0;
-          await Promise.all(
-            Array.from({ length: k }, (_, j) => this.#model(t, u.inputTokens.base, j)),
-          );
-        } else {
-          const input = Math.min(
-            u.inputTokens.max,
-            u.inputTokens.base + u.inputTokens.perCall * depth++,
-          );
-          await this.#model(t, input);
-        }
-      }
+      answered = await this.#steps(t);
     } catch {
       // the turn failed or the user gave up: either way the user moves on
-      answered = false;
     } finally {
       patience();
       const waitMs = Math.min(clock.now() - started, info.patienceMs);
       this.#metrics.turnEnded(started, waitMs);
       if (n === 0) this.#metrics.firstTurnEnded(started, answered && waiting, waitMs);
     }
-    return depth;
+    return t.depth;
+  }
+
+  /** A turn's steps in order: whether all answered (a model call that fails throws; a tool
+   * that fails ends the turn unanswered). Each model call deepens the context. */
+  async #steps(t: TurnCtx): Promise<boolean> {
+    const u = this.#scenario.users;
+    for (const step of turnSteps(u)) {
+      if (step === "tool") {
+        if (!(await this.#tool(t))) return false;
+      } else if (step === "fan-out") {
+        // Parallel subagents, each with a fresh context: the turn goes on when all answer.
+        const k = u.subagentsPerTurn ?? 0;
+        await Promise.all(
+          Array.from({ length: k }, (_, j) => this.#model(t, u.inputTokens.base, j)),
+        );
+      } else {
+        const input = Math.min(
+          u.inputTokens.max,
+          u.inputTokens.base + u.inputTokens.perCall * t.depth++,
+        );
+        await this.#model(t, input);
+      }
+    }
+    return true;
   }
 
   /** One tool call, measured: whether the turn goes on. */
