@@ -1,5 +1,5 @@
 import type { StackResult } from "./metrics.ts";
-import { capacityText, columns, grouped } from "./report-text.ts";
+import { type Column, capacityText, columns, grouped, turnColumns } from "./report-text.ts";
 import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const COLORS = [
@@ -91,11 +91,27 @@ const sample = (i: number) =>
 
 /** A line chart as inline SVG, the trigger shaded; lines closer than 2% of the scale are
  * one line, and the caption says which stacks it stands for. */
+/** How a chart's x axis reads: seconds of the run with the trigger shaded (the default), or
+ * another domain (the turn chart's patience), with the y axis fixed or fitted. */
+interface Axes {
+  readonly n: number;
+  readonly shade?: readonly [number, number];
+  readonly smooth: boolean;
+  readonly yMax?: number;
+  readonly tick: (v: number) => string;
+}
+
 function chart(
   title: string,
   results: StackResult[],
   pick: (r: StackResult) => readonly number[],
   s: ScenarioReport["scenario"],
+  axes: Axes = {
+    n: s.durationS,
+    shade: [s.trigger.startS, s.trigger.endS],
+    smooth: true,
+    tick: (v) => String(Math.round(v)),
+  },
 ): string {
   const W = 560;
   const H = 240;
@@ -103,27 +119,29 @@ function chart(
   const R = 22;
   const T = 28;
   const B = 32;
-  const series = results.map((r) => smooth(pick(r)));
-  const n = s.durationS;
-  const yMax = niceMax(Math.max(1, ...series.flat()));
+  const series = results.map((r) => (axes.smooth ? smooth(pick(r)) : [...pick(r)]));
+  const n = axes.n;
+  const yMax = axes.yMax ?? niceMax(Math.max(1, ...series.flat()));
   const lines = mergeLines(series, yMax * 0.02);
   const x = (i: number) => L + (i / Math.max(1, n - 1)) * (W - L - R);
   const y = (v: number) => T + (1 - v / yMax) * (H - T - B);
   const parts: string[] = [];
-  parts.push(
-    `<rect class="trigger" x="${x(s.trigger.startS).toFixed(1)}" y="${T}" width="${Math.max(1, x(s.trigger.endS) - x(s.trigger.startS)).toFixed(1)}" height="${H - T - B}"/>`,
-  );
+  const shade = axes.shade;
+  if (shade !== undefined)
+    parts.push(
+      `<rect class="trigger" x="${x(shade[0]).toFixed(1)}" y="${T}" width="${Math.max(1, x(shade[1]) - x(shade[0])).toFixed(1)}" height="${H - T - B}"/>`,
+    );
   for (let k = 0; k <= 4; k++) {
     const v = (yMax * k) / 4;
     parts.push(
       `<line class="grid" x1="${L}" x2="${W - R}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>`,
     );
     parts.push(
-      `<text class="tick" x="${L - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${Math.round(v)}</text>`,
+      `<text class="tick" x="${L - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${axes.tick(v)}</text>`,
     );
   }
   for (let k = 0; k <= 6; k++) {
-    const sec = Math.round((n * k) / 6);
+    const sec = Math.round(((n - 1) * k) / 6);
     parts.push(
       `<text class="tick" x="${x(sec).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${sec} s</text>`,
     );
@@ -148,8 +166,10 @@ function legend(results: StackResult[]): string {
   return `<ul class="legend" aria-label="legend">${items}</ul>`;
 }
 
-function table(s: ScenarioReport): string {
-  const cols = columns(s.scenario.tool !== undefined);
+function table(
+  s: ScenarioReport,
+  cols: readonly Column[] = columns(s.scenario.tool !== undefined),
+): string {
   const head = cols.map((c) => `<th title="${esc(c.help)}">${esc(c.title)}</th>`).join("");
   const { rows: ordered, headings } = grouped(s.results);
   const rows = ordered
@@ -180,17 +200,37 @@ function section(s: ScenarioReport): string {
 <h2>${esc(s.scenario.name)}: ${esc(s.scenario.title)}</h2>
 <p class="source">${esc(s.scenario.source)}. Trigger (shaded): ${t.startS}–${t.endS} s of ${s.scenario.durationS} s; ${esc(capacityText(s))}.</p>
 ${legend(s.results)}
-<div class="charts">${chart("provider requests per second", s.results, (r) => r.series.requests, s.scenario)}${chart("goodput: answers per second users received", s.results, (r) => r.series.goodput, s.scenario)}${tool}</div>
+<div class="charts">${chart("provider requests per second", s.results, (r) => r.series.requests, s.scenario)}${chart("goodput: answers per second users received", s.results, (r) => r.series.goodput, s.scenario)}${tool}${turnChart(s)}</div>
 ${table(s)}
+<h3>Whole turns: each conversation's first turn, the same under every stack</h3>
+${table(s, turnColumns(s.scenario.users.patienceS))}
 </section>`;
 }
 
-/** What each column counts, once, before the scenarios. */
+/** The share of first turns begun during the trigger answered within T, against T from 0 to
+ * the users' patience: one line per stack (none when no turn began in the trigger). */
+function turnChart(s: ScenarioReport): string {
+  if (s.results.every((r) => r.turns.trigger.begun === 0)) return "";
+  const patience = s.scenario.users.patienceS;
+  return chart(
+    "first turns begun in the trigger answered within T (%), T in s",
+    s.results,
+    (r) => r.turns.trigger.curve.map((v) => v * 100),
+    s.scenario,
+    { n: patience + 1, smooth: false, yMax: 100, tick: (v) => String(Math.round(v)) },
+  );
+}
+
+/** What each column counts, once, before the scenarios: the per-call table's, then the
+ * turn table's (for each patience the scenarios give their users). */
 function key(report: StormReport): string {
   const withTool = report.scenarios.some((s) => s.scenario.tool !== undefined);
-  const items = columns(withTool)
-    .map((c) => `<dt>${esc(c.title)}</dt><dd>${esc(c.help)}</dd>`)
-    .join("");
+  const patiences = new Set(report.scenarios.map((s) => s.scenario.users.patienceS));
+  const seen = new Set<string>();
+  const cols = [...columns(withTool), ...[...patiences].flatMap((p) => turnColumns(p))].filter(
+    (c) => !seen.has(c.title) && seen.add(c.title),
+  );
+  const items = cols.map((c) => `<dt>${esc(c.title)}</dt><dd>${esc(c.help)}</dd>`).join("");
   return `<details class="key" open><summary>How to read the tables</summary><dl>${items}</dl></details>`;
 }
 
@@ -204,7 +244,7 @@ export function htmlReport(report: StormReport): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}.source,.lede{color:#555;margin:0 0 10px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}h3{font-size:14px;margin:14px 0 0}.source,.lede{color:#555;margin:0 0 10px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0;width:560px}figcaption{font-size:11.5px;color:#666;margin-top:2px}
 .chart{background:#fff;border:1px solid #ddd;border-radius:6px;max-width:100%;height:auto}
 .trigger{fill:#f2c94c;opacity:.25}.grid{stroke:#eee}.tick{font-size:10px;fill:#777}.title{font-size:12px;font-weight:600;fill:#333}

@@ -1,4 +1,4 @@
-import type { StackResult } from "./metrics.ts";
+import type { StackResult, TurnScore } from "./metrics.ts";
 import type { ScenarioReport, StormReport } from "./storm.ts";
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
@@ -40,13 +40,13 @@ const COLUMNS: readonly Column[] = [
     value: (r) => r.amplificationDuringTrigger.toFixed(2),
   },
   {
-    title: "success",
-    help: "the share of logical calls answered while the user still waited",
+    title: "call success",
+    help: "per call: the share of logical calls answered while the user still waited (a user still waiting starts fewer calls, so fewer can fail: the turn table scores what users live)",
     value: (r) => pct(r.successRate),
   },
   {
     title: "goodput in trigger",
-    help: "answers per second users received during the trigger",
+    help: "per call: answers per second users received during the trigger",
     value: (r) => `${r.goodputDuringTrigger.toFixed(1)}/s`,
   },
   {
@@ -119,6 +119,39 @@ export function capacityText({ scenario, capacityGoodput }: ScenarioReport): str
   return `the provider could answer ${rate} during the trigger`;
 }
 
+/** The turn table's columns: each conversation's first turn, matched across stacks, begun
+ * during the trigger and in the minute after it, answered within T. */
+export function turnColumns(patienceS: number): Column[] {
+  const within = (w: "trigger" | "after", key: keyof TurnScore["within"], t: string): Column => ({
+    title: `${w === "trigger" ? "in trigger" : "after"} ≤${t}`,
+    help: `the share of first turns begun ${w === "trigger" ? "during the trigger" : "in the minute after the trigger"} answered within ${t} (every call of the turn answered while its user waited)`,
+    value: (r) => pct(r.turns[w].within[key]),
+  });
+  return [
+    {
+      title: "stack",
+      help: "the retry stack: a peer's own retry loop, or breakwater (its defaults; a + names what a row adds)",
+      value: (r) => r.stack,
+    },
+    {
+      title: "first turns",
+      help: "conversations' first turns begun during the trigger, and in the minute after it: the same turns under every stack",
+      value: (r) => `${r.turns.trigger.begun} / ${r.turns.after.begun}`,
+    },
+    within("trigger", "s20", "20 s"),
+    within("trigger", "s30", "30 s"),
+    within("trigger", "s60", "60 s"),
+    within("trigger", "patience", `${patienceS} s`),
+    within("after", "s20", "20 s"),
+    within("after", "patience", `${patienceS} s`),
+    {
+      title: "answered wait p50",
+      help: "how long the users of first turns begun during the trigger that were answered waited, median",
+      value: (r) => `${r.turns.trigger.answeredWaitS.p50} s`,
+    },
+  ];
+}
+
 /** The headings of the rows compared with each other, not with the rows above them:
  * those that fall back to a second provider, and those that run inside a durable engine. */
 export const GROUPS = {
@@ -144,39 +177,68 @@ export function grouped(results: readonly StackResult[]): {
   return { rows, headings };
 }
 
-/** One line per column: what it counts. */
+/** One line per column: what it counts (the per-call table's, then the turn table's). */
 export function columnKey(hasTool: boolean): string[] {
-  return columns(hasTool).map((c) => `${c.title}: ${c.help}`);
+  const turns = turnColumns(90)
+    .slice(1)
+    .filter((c) => !/≤(20|30|60) s/.test(c.title) || c.title.startsWith("in trigger ≤20"));
+  return [...columns(hasTool), ...turns].map((c) => `${c.title}: ${c.help}`);
 }
 
-/** A fixed-width table for the terminal. */
+/** Rows as fixed-width lines under a heading row, with the group headings. */
+function fixedWidth(
+  cols: readonly Column[],
+  results: readonly StackResult[],
+  headings: Map<number, string>,
+): string[] {
+  const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
+  const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  const line = (row: string[]) =>
+    row
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join("  ");
+  const out = [`  ${line(rows[0]!)}`, `  ${widths.map((w) => "-".repeat(w)).join("  ")}`];
+  rows.slice(1).forEach((row, i) => {
+    const heading = headings.get(i);
+    if (heading !== undefined) out.push(`  ${heading}:`);
+    out.push(`  ${line(row)}`);
+  });
+  return out;
+}
+
+/** A fixed-width table for the terminal: per call, then whole turns. */
 export function textTable(report: StormReport): string {
   const out: string[] = [];
   for (const s of report.scenarios) {
     const { scenario } = s;
     const { rows: results, headings } = grouped(s.results);
-    const cols = columns(scenario.tool !== undefined);
-    const rows = [cols.map((c) => c.title), ...results.map((r) => cols.map((c) => c.value(r)))];
-    const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-    const line = (row: string[]) =>
-      row
-        .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-        .join("  ");
     const t = scenario.trigger;
     out.push(`${scenario.name}: ${scenario.title}`);
     out.push(
       `  (${scenario.source}; trigger ${t.startS}–${t.endS} s of ${scenario.durationS} s, seed ${report.seed}; ${capacityText(s)})`,
     );
-    out.push(`  ${line(rows[0]!)}`);
-    out.push(`  ${widths.map((w) => "-".repeat(w)).join("  ")}`);
-    rows.slice(1).forEach((row, i) => {
-      const heading = headings.get(i);
-      if (heading !== undefined) out.push(`  ${heading}:`);
-      out.push(`  ${line(row)}`);
-    });
+    out.push(...fixedWidth(columns(scenario.tool !== undefined), results, headings));
+    out.push("  whole turns (each conversation's first turn, the same under every stack):");
+    out.push(...fixedWidth(turnColumns(scenario.users.patienceS), results, headings));
     out.push("");
   }
   return out.join("\n");
+}
+
+/** One Markdown table with its group headings. */
+function markdown(
+  cols: readonly Column[],
+  results: readonly StackResult[],
+  headings: Map<number, string>,
+): string[] {
+  const out = [`| ${cols.map((c) => c.title).join(" | ")} |`];
+  out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
+  results.forEach((r, i) => {
+    const heading = headings.get(i);
+    if (heading !== undefined) out.push(`| *${heading}* |${" |".repeat(cols.length - 1)}`);
+    out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
+  });
+  return out;
 }
 
 /** The same tables in Markdown, for docs/storm.md. */
@@ -185,19 +247,13 @@ export function markdownTables(report: StormReport): string {
   for (const s of report.scenarios) {
     const { scenario } = s;
     const { rows: results, headings } = grouped(s.results);
-    const cols = columns(scenario.tool !== undefined);
     out.push(
       `**${scenario.name}**: ${scenario.title} (${scenario.source}; ${capacityText(s)})`,
       "",
     );
-    out.push(`| ${cols.map((c) => c.title).join(" | ")} |`);
-    out.push(`|${cols.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
-    results.forEach((r, i) => {
-      const heading = headings.get(i);
-      if (heading !== undefined) out.push(`| *${heading}* |${" |".repeat(cols.length - 1)}`);
-      out.push(`| ${cols.map((c) => c.value(r)).join(" | ")} |`);
-    });
-    out.push("");
+    out.push(...markdown(columns(scenario.tool !== undefined), results, headings), "");
+    out.push("Whole turns:", "");
+    out.push(...markdown(turnColumns(scenario.users.patienceS), results, headings), "");
   }
   const withTool = report.scenarios.some((s) => s.scenario.tool !== undefined);
   out.push("Columns:", "", ...columnKey(withTool).map((line) => `- ${line}`), "");

@@ -55,17 +55,23 @@ describe("the HTML report in real headless Chromium", () => {
             height: (p as SVGPolylineElement).getBBox().height,
           }));
           const caption = svg.parentElement?.querySelector("figcaption")?.textContent ?? "";
-          return { w: box.width, h: box.height, lines, caption };
+          const title = svg.getAttribute("aria-label") ?? "";
+          return { w: box.width, h: box.height, lines, caption, title };
         }),
       );
-      expect(charts).toHaveLength(2 + 3); // two charts each, and the tool dependency's
+      // Per scenario: requests, goodput and whole turns answered within T; and the tool
+      // dependency's requests.
+      expect(charts).toHaveLength(3 + 4);
+      expect(charts.filter((c) => c.title.startsWith("first turns"))).toHaveLength(2);
       const names = STACKS.map((s) => s.name);
       for (const c of charts) {
         expect(c.w).toBeGreaterThan(300);
         // Every stack is drawn: by its own line, or named on the line it lies under.
         expect(c.lines.flatMap((l) => l.stacks).sort()).toEqual([...names].sort());
         for (const l of c.lines) {
-          expect(l.points).toBeGreaterThanOrEqual(180);
+          // A second of the run a point; a turn chart, a second of patience (0 to 90 s).
+          if (c.title.startsWith("first turns")) expect(l.points).toBe(91);
+          else expect(l.points).toBeGreaterThanOrEqual(180);
           expect(l.width).toBeGreaterThan(300);
           expect(l.height).toBeGreaterThan(5); // a line with data, not flat at zero
           // A line that stands for several stacks says so under the chart.
@@ -98,7 +104,7 @@ describe("the HTML report in real headless Chromium", () => {
       const rows = await page.$$eval("table tbody tr:not(.group)", (trs) =>
         trs.map((tr) => tr.textContent ?? ""),
       );
-      expect(rows).toHaveLength(2 * STACKS.length);
+      expect(rows).toHaveLength(4 * STACKS.length); // per call and whole turns, each scenario
       expect(rows.some((r) => r.startsWith("breakwater"))).toBe(true);
       // The rows with a second provider, then those inside a durable engine, come last, each
       // under its own heading: like with like.
@@ -113,12 +119,9 @@ describe("the HTML report in real headless Chromium", () => {
       const fallbacks = STACKS.filter((st) => st.fallback).map((st) => st.name);
       const engines = STACKS.filter((st) => st.engine).map((st) => st.name);
       for (const t of tables) expect(t).toEqual([...single, "|", ...fallbacks, "|", ...engines]);
-      expect(await page.$$eval("tr.group", (g) => g.map((x) => x.textContent))).toEqual([
-        GROUPS.fallback,
-        GROUPS.engine,
-        GROUPS.fallback,
-        GROUPS.engine,
-      ]);
+      expect(await page.$$eval("tr.group", (g) => g.map((x) => x.textContent))).toEqual(
+        Array(4).fill([GROUPS.fallback, GROUPS.engine]).flat(),
+      );
       // Every stack's line has a style of its own (colour and dash).
       const styles = await page.$$eval("ul.legend", (uls) =>
         [...uls[0]!.querySelectorAll("line")].map(
