@@ -118,4 +118,69 @@ describe("AdaptiveAdmission (client-side adaptive throttling, k = 2)", () => {
     expect(() => new AdaptiveAdmission({ burst: null as never })).toThrow(/"burst"/);
     expect(() => new AdaptiveAdmission({ kk: 2 } as never)).toThrow(/"kk" must be a known option/);
   });
+
+  describe("finish what was started (rule 23)", () => {
+    /** A window with p ≈ 0.5 (a quarter accepted), a draw fixed at `r`. */
+    async function halfRefusing(r: number) {
+      const clock = new VirtualClock();
+      const a = new AdaptiveAdmission({ clock, burst: 0, minRetriesPerSecond: 0, random: () => r });
+      await feed(a, clock, 200, 0.25, 5_000);
+      return a;
+    }
+    const started = { started: true };
+    const fresh = { started: false };
+
+    it("takes the refused share from runs not yet under way first", async () => {
+      const a = await halfRefusing(0.6);
+      const p = a.rejectProbability;
+      expect(p).toBeGreaterThan(0.45);
+      expect(p).toBeLessThan(0.55);
+      // Half the asks from each kind (the mix is learned from the asks in the window): the
+      // new runs' are all refused, since p·asks passes their share of them; the started
+      // runs' only with what is left, (p − ½) / ½ ≈ 0.
+      for (let i = 0; i < 10; i++) a.tryAcquire(overloaded, i % 2 ? fresh : started);
+      const verdicts: boolean[] = [];
+      for (let i = 0; i < 40; i++) {
+        verdicts.push(a.tryAcquire(overloaded, fresh), a.tryAcquire(overloaded, started));
+      }
+      const freshOk = verdicts.filter((v, i) => i % 2 === 0 && v).length;
+      const startedOk = verdicts.filter((v, i) => i % 2 === 1 && v).length;
+      expect(freshOk).toBe(0);
+      expect(startedOk).toBe(40);
+    });
+
+    it("refuses the same share of all it is asked as without the ranking", () =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.double({ min: 0.05, max: 0.45, noNaN: true }),
+          fc.integer({ min: 1, max: 9 }),
+          async (acceptShare, freshTenths) => {
+            const clock = new VirtualClock();
+            let draws = 0;
+            // An even spread of draws, so the refused share is the probability's.
+            const a = new AdaptiveAdmission({
+              clock,
+              burst: 0,
+              minRetriesPerSecond: 0,
+              random: () => ((draws++ * 0.618033988749895) % 1),
+            });
+            await feed(a, clock, 400, acceptShare, 2_000);
+            const p = a.rejectProbability;
+            let refused = 0;
+            const n = 1_000;
+            for (let i = 0; i < n; i++)
+              if (!a.tryAcquire(overloaded, { started: i % 10 >= freshTenths })) refused++;
+            // Asked in proportion: the share refused is p's, within the draws' spread.
+            expect(Math.abs(refused / n - p)).toBeLessThan(0.05);
+          },
+        ),
+        { numRuns: 25 },
+      ));
+
+    it("a call with no run counts as under way: no ask, the policy's share", async () => {
+      const a = await halfRefusing(0.6);
+      expect(a.tryAcquire(overloaded)).toBe(a.tryAcquire(overloaded, started));
+    });
+  });
 });
+

@@ -139,6 +139,42 @@ describe("RateLimiter", () => {
     expect(l.inFlight).toBe(2);
   });
 
+  it("a waiter leaves once it can no longer be answered by its deadline: the calls' usual duration before it (rule 16)", async () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ maxConcurrent: 1, clock, limits: { requestsPerMinute: 1e6 } });
+    const warm = l.tryAcquire({})!; // one call held 1 s: the usual duration is 1 s
+    const sent = clock.now();
+    await clock.advance(1000);
+    warm.settle(undefined, { startedAt: sent });
+    l.tryAcquire({}); // held for good
+    const p = l.acquire({}, { deadlineAt: clock.now() + 3000 }).catch((e: unknown) => e);
+    await clock.advance(1990);
+    expect(await settled(p)).toBe("pending");
+    await clock.advance(20); // 2 s in: sent now, it would end past its deadline
+    expect(await p).toBeInstanceOf(RateLimitWaitError);
+    expect(l.queued).toBe(0);
+  });
+
+  it("of equal priority, a call of a run under way goes before a new run's (rule 23)", async () => {
+    const clock = new VirtualClock();
+    const l = new RateLimiter({ maxConcurrent: 1, clock });
+    const held = l.tryAcquire({})!;
+    const order: string[] = [];
+    const take = (name: string, o: { priority?: number; started?: boolean }) =>
+      void l.acquire({}, o).then((p) => {
+        order.push(name);
+        p.settle();
+      });
+    take("started-old", { started: true });
+    take("new", { started: false });
+    take("no-run", {}); // a call with no run counts as under way
+    take("new-crit", { started: false, priority: 1 });
+    take("new-newest", { started: false });
+    held.settle();
+    for (let i = 0; i < 8; i++) await new Promise((r) => setImmediate(r));
+    expect(order).toEqual(["new-crit", "no-run", "started-old", "new-newest", "new"]);
+  });
+
   it("serves higher priority first, then a call about to miss its deadline, then the newest", async () => {
     const clock = new VirtualClock();
     const limits = { requestsPerMinute: 1e6 }; // known limits: every permit is measured

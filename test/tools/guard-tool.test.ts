@@ -348,4 +348,54 @@ describe("worked example W2: a payment tool during a deploy", () => {
       `worked example W2: ${requests} dependency requests for 200 charges (ratio ${ratio.toFixed(2)})`,
     );
   });
+
+  it("with its defaults, inside a run of 90 s: safe charges wait out a 30 s deploy under one key, every turn answered, nobody charged twice; unsafe ones keep today's rule (no wait for a refused retry)", async () => {
+    const clock = new VirtualClock();
+    const stats = emptyStats();
+    const ledger = new SideEffectLedger(stats.tools);
+    let requests = 0;
+    const dependency = async (order: number, key: string) => {
+      requests++;
+      await clock.sleep(50);
+      if (clock.now() < 30_000) throw Object.assign(new Error("deploying"), { status: 503 });
+      const verdict = ledger.check(key, "charge", { order });
+      if (verdict.kind === "replay") return verdict.result;
+      ledger.begin(key, "charge", { order });
+      return ledger.execute(key, "charge", { order });
+    };
+    const tool = (effect: "idempotent" | "unsafe") =>
+      guardTool((args: { order: number }, ctx) => dependency(args.order, ctx.idempotencyKey), {
+        name: `charge-${effect}`,
+        effect,
+        policy: { clock, random: () => 0.5 },
+      });
+    // 100 turns of each, begun over the first 10 s of the deploy, each charging once in a run
+    // whose deadline is its user's patience.
+    const turns = (effect: "idempotent" | "unsafe", from: number) => {
+      const charge = tool(effect);
+      return Array.from({ length: 100 }, (_, i) =>
+        clock
+          .sleep(i * 100)
+          .then(() =>
+            charge(
+              { order: from + i },
+              { run: new Run({ clock, deadlineMs: 90_000, id: `${effect}-${i}` }) },
+            ),
+          ),
+      );
+    };
+    const safe = Promise.all(turns("idempotent", 0));
+    const unsafe = Promise.all(turns("unsafe", 1_000));
+    await clock.advance(90_000);
+    const failed = (rs: unknown[]) =>
+      rs.filter((r) => (r as { status?: string }).status === "error").length;
+    expect(failed(await safe)).toBe(0);
+    expect(failed(await unsafe)).toBeGreaterThan(50); // refused retries end the call, as before
+    expect(stats.tools.duplicateEffects).toBe(0);
+    // The admission holds the deploy's load down: refused retries wait, they are not sent.
+    expect(requests / 200).toBeLessThan(6);
+    console.log(
+      `a 30 s deploy with guardTool's defaults: ${requests} dependency requests for 200 charges`,
+    );
+  });
 });
