@@ -48,7 +48,12 @@ export {
   CircuitBreaker,
   type CircuitBreakerOptions,
 } from "./core/breaker.ts";
-export { type Admission, RetryBudget, type RetryBudgetOptions } from "./core/budget.ts";
+export {
+  type Admission,
+  type AdmissionAsk,
+  RetryBudget,
+  type RetryBudgetOptions,
+} from "./core/budget.ts";
 export { classify } from "./core/classify.ts";
 export {
   backgroundClock,

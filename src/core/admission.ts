@@ -98,23 +98,32 @@ export class AdaptiveAdmission implements Admission {
   }
 
   tryAcquire(failure?: Failure, ask?: AdmissionAsk): boolean {
+    return this.admitsAt(this.rejectProbability, failure, ask);
+  }
+
+  /**
+   * Whether a retry goes when the throttle refuses a share `p` of what it is asked (this
+   * admission's own `rejectProbability`, or a fleet's): a scheduled retry always, else with
+   * the share ranked by what the call's run has paid for (rule 23), then the floor. Each ask
+   * counts toward the mix the ranking reads.
+   */
+  admitsAt(p: number, failure?: Failure, ask?: AdmissionAsk): boolean {
     if (failure?.retryAfterMs !== undefined) return true;
     const started = ask?.started !== false;
     const i = this.#rotate(this.#clock.now());
     this.#asks[i]!++;
     if (!started) this.#asksNew[i]!++;
     const r = this.#random();
-    if ((r >= 0 && r < 1 ? r : 0) >= this.#refusing(started)) return true;
+    if ((r >= 0 && r < 1 ? r : 0) >= this.#refusing(p, started)) return true;
     return this.takeFloor();
   }
 
   /**
    * The share of retries refused for a run started or not (rule 23): the throttle refuses
-   * the same share of all it is asked (`rejectProbability`), but those of runs that have
-   * paid for nothing first, and a started run's only once none of theirs goes.
+   * the same share `p` of all it is asked, but those of runs that have paid for nothing
+   * first, and a started run's only once none of theirs goes.
    */
-  #refusing(started: boolean): number {
-    const p = this.rejectProbability;
+  #refusing(p: number, started: boolean): number {
     if (p === 0) return 0;
     let asks = 0;
     let fresh = 0;

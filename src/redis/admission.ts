@@ -2,6 +2,7 @@ import {
   AdaptiveAdmission,
   type AdaptiveAdmissionOptions,
   type Admission,
+  type AdmissionAsk,
   type Failure,
   isUpstreamKind,
 } from "../index.ts";
@@ -26,7 +27,6 @@ export class SharedAdaptiveAdmission implements Admission, Member {
   readonly #fleet: Fleet;
   readonly #key: string;
   readonly #local: AdaptiveAdmission;
-  readonly #random: () => number;
   #attempts = 0;
   #accepts = 0;
   #fleetAttempts = 0;
@@ -38,7 +38,6 @@ export class SharedAdaptiveAdmission implements Admission, Member {
     options: Omit<AdaptiveAdmissionOptions, "clock"> = {},
   ) {
     this.#local = new AdaptiveAdmission(options);
-    this.#random = options.random ?? Math.random;
     this.#fleet = fleet;
     this.#key = fleet.key(upstream, "admission");
     fleet.join(this);
@@ -52,11 +51,10 @@ export class SharedAdaptiveAdmission implements Admission, Member {
     return Math.max(0, (a - this.#local.k * c) / (a + 1));
   }
 
-  tryAcquire(failure?: Failure): boolean {
-    if (!this.#fleet.healthy) return this.#local.tryAcquire(failure);
-    if (failure?.retryAfterMs !== undefined) return true;
-    if (this.#random() >= this.rejectProbability) return true;
-    return this.#local.takeFloor();
+  tryAcquire(failure?: Failure, ask?: AdmissionAsk): boolean {
+    if (!this.#fleet.healthy) return this.#local.tryAcquire(failure, ask);
+    // The fleet's share refused, ranked by this process's mix of asks (rule 23).
+    return this.#local.admitsAt(this.rejectProbability, failure, ask);
   }
 
   onSuccess(at?: number): void {

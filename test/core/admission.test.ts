@@ -162,7 +162,7 @@ describe("AdaptiveAdmission (client-side adaptive throttling, k = 2)", () => {
               clock,
               burst: 0,
               minRetriesPerSecond: 0,
-              random: () => ((draws++ * 0.618033988749895) % 1),
+              random: () => (draws++ * 0.618033988749895) % 1,
             });
             await feed(a, clock, 400, acceptShare, 2_000);
             const p = a.rejectProbability;
@@ -183,4 +183,3 @@ describe("AdaptiveAdmission (client-side adaptive throttling, k = 2)", () => {
     });
   });
 });
-

@@ -94,6 +94,30 @@ describe("adaptive admission shared through Redis", () => {
     expect(ab.rejectProbability).toBeGreaterThan(0.99);
     expect(ab.tryAcquire(failure("overloaded"))).toBe(false);
   });
+
+  it("refuses the fleet's share from the runs not yet under way first (rule 23)", async () => {
+    const [a, b] = await processes(2);
+    const aa = a!.admission("mistral", { random: () => 0.6 });
+    const ab = b!.admission("mistral", { random: () => 0.6, burst: 0 });
+    // The fleet saw a quarter of its attempts accepted, all in process a: p ≈ 0.5.
+    for (let i = 0; i < 200; i++) {
+      if (i % 4 === 0) aa.onSuccess();
+      else aa.onFailure(failure("overloaded"));
+    }
+    await a!.fleet.sync();
+    await b!.fleet.sync();
+    expect(ab.rejectProbability).toBeGreaterThan(0.45);
+    expect(ab.rejectProbability).toBeLessThan(0.55);
+    const verdicts = [];
+    for (let i = 0; i < 20; i++)
+      verdicts.push([
+        ab.tryAcquire(failure("overloaded"), { started: false }),
+        ab.tryAcquire(failure("overloaded"), { started: true }),
+      ]);
+    // Past the first asks (the mix is learned from them): every new run's refused, every
+    // started run's admitted, though the draw (0.6) is above the fleet's share.
+    expect(verdicts.slice(5)).toEqual(Array(15).fill([false, true]));
+  });
 });
 
 describe("a breaker shared through Redis", () => {
