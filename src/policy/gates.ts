@@ -87,6 +87,8 @@ function guard<T>(r: Reporter, hook: string, fn: () => T, fallback: T): T {
 }
 
 const CIRCUIT_OPEN = new Refusal("circuit-open");
+const STARTED = Object.freeze({ started: true });
+const NOT_STARTED = Object.freeze({ started: false });
 const BUDGET = new Refusal("budget");
 type Heard = "onSuccess" | "onFailure" | "onNeutral";
 
@@ -154,7 +156,9 @@ export class AdmissionGate implements Gate, Grant {
   admit(f: Failure, r: AdmitRequest): Refusal | undefined {
     // An admission that throws refuses: when in doubt, protect the upstream.
     const a = this.#admission;
-    return guard(r, "budget.tryAcquire", () => a.tryAcquire(f, r), false) ? undefined : BUDGET;
+    // The admission hears what the call's run has paid for, not the call (rule 23).
+    const ask = r.started ? STARTED : NOT_STARTED;
+    return guard(r, "budget.tryAcquire", () => a.tryAcquire(f, ask), false) ? undefined : BUDGET;
   }
 
   refund(r: Reporter): void {

@@ -190,4 +190,26 @@ describe("finish what was started (rule 23)", () => {
     // refused and every started run's goes.
     expect(outcomes.slice(4)).toEqual(Array(4).fill(["new:budget", "started:retried"]).flat());
   });
+
+  it("a custom admission is told whether the call's run is under way, and nothing more", async () => {
+    const clock = new VirtualClock();
+    const asks: unknown[] = [];
+    const admission = {
+      tryAcquire: (_f?: unknown, ask?: unknown) => (asks.push(ask), true),
+      onSuccess: () => {},
+    };
+    const p = policy({ clock, budget: admission, backoff: { baseMs: 1, capMs: 1 } });
+    const run = new Run({ clock, deadlineMs: 60_000 });
+    const flaky = () => {
+      let n = 0;
+      return async () => {
+        if (n++ === 0) throw httpError(503);
+        return "ok";
+      };
+    };
+    await drive(clock, p.execute(flaky(), { run }));
+    await drive(clock, p.execute(flaky(), { run }));
+    await drive(clock, p.execute(flaky())); // no run: under way
+    expect(asks).toEqual([{ started: false }, { started: true }, { started: true }]);
+  });
 });
