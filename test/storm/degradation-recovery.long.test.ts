@@ -1,22 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { STACKS } from "../../src/storm/stacks.ts";
 import { runStorm } from "../../src/storm/storm.ts";
+import { PEERS } from "./goals.ts";
 
 // Long tier: degradation's recovery over 20 seeds (20 storms of one scenario, half a minute).
 // Every stack's recovery there is 20-33 s and as noisy from seed to seed as it is between
 // stacks: the jobs begun at 3x latency hold the provider's slots after the trigger, whatever
 // the client does. So the defaults are compared with each single-upstream peer paired, seed by
 // seed: their mean difference may not exceed max(1 s, two standard errors of it).
-const PEERS = [
-  "naive",
-  "openai-sdk",
-  "ai-sdk",
-  "langchain",
-  "langchain-v1",
-  "ai-retry",
-  "openai-agents",
-  "litellm-router",
-];
 const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1);
 
 describe("degradation: recovery, paired over seeds 1-20", () => {

@@ -10,7 +10,7 @@ import { runStorm, type ScenarioReport } from "../../src/storm/storm.ts";
  * the test holds the bound that is met instead, so a regression still fails it; the table
  * of goals in docs/storm.md says which, by how much and why.
  */
-const PEERS = [
+export const PEERS = [
   "naive",
   "openai-sdk",
   "ai-sdk",

@@ -299,22 +299,28 @@ describe("guardTool in virtual time", () => {
   });
 });
 
+/** The payment API of worked example W2: 503 before any work for the first 30 s (a deploy),
+ * then it executes each charge once per idempotency key. */
+function deploying(clock: VirtualClock) {
+  const stats = emptyStats();
+  const ledger = new SideEffectLedger(stats.tools);
+  let n = 0;
+  const dependency = async (order: number, key: string) => {
+    n++;
+    await clock.sleep(50);
+    if (clock.now() < 30_000) throw Object.assign(new Error("deploying"), { status: 503 });
+    const verdict = ledger.check(key, "charge", { order });
+    if (verdict.kind === "replay") return verdict.result;
+    ledger.begin(key, "charge", { order });
+    return ledger.execute(key, "charge", { order });
+  };
+  return { stats, dependency, requests: () => n };
+}
+
 describe("worked example W2: a payment tool during a deploy", () => {
   it("200 sessions, 503 for 30 s: near-normal load on the dependency, no charge executed twice", async () => {
     const clock = new VirtualClock();
-    const stats = emptyStats();
-    const ledger = new SideEffectLedger(stats.tools);
-    let requests = 0;
-    // The payment API: 503 before any work during the deploy, else executes (with keys).
-    const dependency = async (order: number, key: string) => {
-      requests++;
-      await clock.sleep(50);
-      if (clock.now() < 30_000) throw Object.assign(new Error("deploying"), { status: 503 });
-      const verdict = ledger.check(key, "charge", { order });
-      if (verdict.kind === "replay") return verdict.result;
-      ledger.begin(key, "charge", { order });
-      return ledger.execute(key, "charge", { order });
-    };
+    const { stats, dependency, requests: sent } = deploying(clock);
     const budget = new RetryBudget({ maxTokens: 20, tokenRatio: 0.1 });
     const charge = guardTool(
       (args: { order: number }, ctx) => dependency(args.order, ctx.idempotencyKey),
@@ -334,7 +340,7 @@ describe("worked example W2: a payment tool during a deploy", () => {
     const done = Promise.all(sessions);
     await clock.advance(60_000);
     const results = await done;
-    const ratio = requests / 200;
+    const ratio = sent() / 200;
     // Without a budget 4 attempts each would mean ~4x; the budget holds it near 1.
     expect(ratio).toBeLessThan(1.2);
     expect(budget.stats.granted).toBeLessThanOrEqual(20 + 1);
@@ -345,24 +351,13 @@ describe("worked example W2: a payment tool during a deploy", () => {
         .every((r) => (r as { error: { action: string } }).error.action === "retry_later"),
     ).toBe(true);
     console.log(
-      `worked example W2: ${requests} dependency requests for 200 charges (ratio ${ratio.toFixed(2)})`,
+      `worked example W2: ${sent()} dependency requests for 200 charges (ratio ${ratio.toFixed(2)})`,
     );
   });
 
   it("with its defaults, inside a run of 90 s: safe charges wait out a 30 s deploy under one key, every turn answered, nobody charged twice; unsafe ones keep today's rule (no wait for a refused retry)", async () => {
     const clock = new VirtualClock();
-    const stats = emptyStats();
-    const ledger = new SideEffectLedger(stats.tools);
-    let requests = 0;
-    const dependency = async (order: number, key: string) => {
-      requests++;
-      await clock.sleep(50);
-      if (clock.now() < 30_000) throw Object.assign(new Error("deploying"), { status: 503 });
-      const verdict = ledger.check(key, "charge", { order });
-      if (verdict.kind === "replay") return verdict.result;
-      ledger.begin(key, "charge", { order });
-      return ledger.execute(key, "charge", { order });
-    };
+    const { stats, dependency, requests: sent } = deploying(clock);
     const tool = (effect: "idempotent" | "unsafe") =>
       guardTool((args: { order: number }, ctx) => dependency(args.order, ctx.idempotencyKey), {
         name: `charge-${effect}`,
@@ -393,9 +388,9 @@ describe("worked example W2: a payment tool during a deploy", () => {
     expect(failed(await unsafe)).toBeGreaterThan(50); // refused retries end the call, as before
     expect(stats.tools.duplicateEffects).toBe(0);
     // The admission holds the deploy's load down: refused retries wait, they are not sent.
-    expect(requests / 200).toBeLessThan(6);
+    expect(sent() / 200).toBeLessThan(6);
     console.log(
-      `a 30 s deploy with guardTool's defaults: ${requests} dependency requests for 200 charges`,
+      `a 30 s deploy with guardTool's defaults: ${sent()} dependency requests for 200 charges`,
     );
   });
 });
