@@ -2,11 +2,14 @@ import { availableParallelism } from "node:os";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import type { ScenarioReport, StormReport } from "../storm/index.ts";
+import type { Arrival, Scenario, ScenarioReport, StormReport } from "../storm/index.ts";
 
 /** What a worker thread is told: one scenario, and how to make the stacks again. */
 export interface StormTask {
-  readonly scenario: string;
+  /** A built-in's name, or a scenario of its own (a replay: plain data). */
+  readonly scenario: string | Scenario;
+  /** A request log to replay in it. */
+  readonly arrivals?: readonly Arrival[] | undefined;
   readonly seed: number;
   /** The stacks, in the report's order: places in the built-ins and then the config's. */
   readonly stacks: readonly number[];
@@ -25,7 +28,7 @@ export const defaultThreads = (scenarios: number) =>
  * about 1/threads of the time. The worker is this module's sibling, .ts or .js as this is.
  */
 export async function runStormThreads(
-  o: Omit<StormTask, "scenario"> & { scenarios: readonly string[]; threads: number },
+  o: Omit<StormTask, "scenario"> & { scenarios: readonly (string | Scenario)[]; threads: number },
   onProgress: (scenario: string, stack: string, done: number) => void,
 ): Promise<StormReport> {
   const ext = extname(fileURLToPath(import.meta.url));
@@ -37,18 +40,25 @@ export async function runStormThreads(
     while (next < o.scenarios.length) {
       const i = next++;
       const scenario = o.scenarios[i]!;
-      const task: StormTask = { scenario, seed: o.seed, stacks: o.stacks, config: o.config };
+      const name = typeof scenario === "string" ? scenario : scenario.name;
+      const task: StormTask = {
+        scenario,
+        seed: o.seed,
+        stacks: o.stacks,
+        config: o.config,
+        arrivals: o.arrivals,
+      };
       reports[i] = await new Promise<ScenarioReport>((resolve, reject) => {
         const worker = new Worker(script, { workerData: task });
         running.add(worker);
         worker.once("exit", () => running.delete(worker));
         worker.on("message", (m: { stack?: string; done?: number; report?: ScenarioReport }) => {
           if (m.report !== undefined) resolve(m.report);
-          else onProgress(scenario, m.stack!, m.done!);
+          else onProgress(name, m.stack!, m.done!);
         });
         worker.on("error", reject);
         worker.on("exit", (code) =>
-          reject(new Error(`the storm's thread for ${scenario} exited (${code}) without a report`)),
+          reject(new Error(`the storm's thread for ${name} exited (${code}) without a report`)),
         );
       });
     }

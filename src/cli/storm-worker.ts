@@ -11,6 +11,7 @@ const stacks = task.stacks.map((i) => all[i]!);
 const report = await runStorm({
   seed: task.seed,
   scenarios: [task.scenario],
+  ...(task.arrivals !== undefined && { arrivals: task.arrivals }),
   stacks,
   onProgress: (_scenario, stack, done) => parentPort!.postMessage({ stack, done }),
 });

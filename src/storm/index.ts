@@ -11,11 +11,20 @@
  * ```
  * @module breakwater/storm
  */
+export {
+  type Arrival,
+  type ArrivalColumns,
+  ArrivalsError,
+  loadArrivals,
+  parseArrivals,
+} from "./arrivals.ts";
 export { loadStacks } from "./config.ts";
 export { loadAfter, recoverySeconds, type Series, type StackResult } from "./metrics.ts";
 export { htmlReport } from "./report-html.ts";
 export { markdownTables, textTable } from "./report-text.ts";
 export {
+  ALL_SCENARIOS,
+  EXTRA_SCENARIOS,
   type ProviderSpec,
   SCENARIO_NAMES,
   SCENARIOS,
@@ -27,6 +36,7 @@ export {
 export { expectedConversationS, type SimulateOptions, simulate } from "./simulate.ts";
 export {
   aiRetry,
+  aiFallback,
   aiRetryFallback,
   aiSdk,
   breakwater,
@@ -42,4 +52,5 @@ export {
   STACKS,
 } from "./stacks.ts";
 export { runStorm, type ScenarioReport, type StormOptions, type StormReport } from "./storm.ts";
+export { INCIDENTS, replayScenarios, TRACE_FILES, withArrivals } from "./traces.ts";
 export * from "./types.ts";

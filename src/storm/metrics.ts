@@ -361,11 +361,17 @@ const ratio = (a: number, b: number, digits: number) => (b === 0 ? 0 : round(a /
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
-/** The mean per second of `series` while the trigger lasted. */
+/** The mean per second of `series` while the trigger lasted (in its windows, if several). */
 export function meanOver(series: readonly number[], scenario: Scenario): number {
-  const { startS, endS } = scenario.trigger;
-  const slice = series.slice(startS, Math.min(series.length, endS));
-  return round(slice.reduce((a, b) => a + b, 0) / Math.max(1, slice.length), 1);
+  const t = scenario.trigger;
+  let sum = 0;
+  let n = 0;
+  for (let s = t.startS; s < Math.min(series.length, t.endS); s++) {
+    if (!inTrigger(t, s * 1000)) continue;
+    sum += series[s]!;
+    n++;
+  }
+  return round(sum / Math.max(1, n), 1);
 }
 
 /** Requests refused over requests sent, in the 60 s after the trigger. */

@@ -1,4 +1,5 @@
 import type { Price } from "../index.ts";
+import type { Arrival } from "./arrivals.ts";
 
 /** The simulated provider: its capacity and latency. */
 export interface ProviderSpec {
@@ -28,6 +29,10 @@ export interface ProviderSpec {
 export interface TriggerSpec {
   startS: number;
   endS: number;
+  /** More than one trouble window: the trouble holds in each [startS, endS) given, and the
+   * scenario's `startS` and `endS` are the first start and the last end (what is measured
+   * "after the trigger" follows the last). */
+  windows?: readonly (readonly [number, number])[];
   errorRate?: number;
   errorStatus?: number;
   latencyFactor?: number;
@@ -41,9 +46,13 @@ export interface TriggerSpec {
   rateLimit?: { perWindow: number; windowS: number; usualPerWindow?: number; quotaShare?: number };
 }
 
-/** Whether `ms` (virtual time) falls inside the trigger window. */
+/** Whether `ms` (virtual time) falls inside the trigger (one of its windows, if it has several). */
 export function inTrigger(trigger: TriggerSpec, ms: number): boolean {
-  return ms >= trigger.startS * 1000 && ms < trigger.endS * 1000;
+  if (ms < trigger.startS * 1000 || ms >= trigger.endS * 1000) return false;
+  const w = trigger.windows;
+  if (w === undefined) return true;
+  for (const [a, b] of w) if (ms >= a * 1000 && ms < b * 1000) return true;
+  return false;
 }
 
 /** The simulated users: how many, how they arrive, their patience. */
@@ -91,6 +100,9 @@ export interface Scenario {
   attemptTimeoutS?: number;
   trigger: TriggerSpec;
   users: UsersSpec;
+  /** Replayed requests (a real trace, or your own log): each a turn of one call at its time
+   * with its own tokens, in place of the users' conversations (their patience still holds). */
+  arrivals?: readonly Arrival[];
   tool?: ToolSpec;
   prices: Price;
 }
@@ -252,5 +264,29 @@ export const SCENARIOS: Record<string, Scenario> = {
   },
 };
 
-/** The names of the built-in scenarios. */
+/** The default eight: what `npm start` and `runStorm()` run (their tables stay comparable
+ * from release to release). */
 export const SCENARIO_NAMES = Object.keys(SCENARIOS);
+
+/**
+ * Built-in scenarios outside the default eight, run when named (`--scenario`): longer, so
+ * slower, and asking another question.
+ */
+export const EXTRA_SCENARIOS: Record<string, Scenario> = {
+  "incident-long": {
+    name: "incident-long",
+    title: "An incident as long as a real one: 80 minutes in which half the requests fail with 503",
+    source:
+      "the median incident on the inference path of the OpenAI and Anthropic APIs in 2024 lasted 86 and 75 minutes (their status pages); its intensity is outage-503's, assumed",
+    durationS: 60 + 4_800 + 180,
+    // A quarter of outage-503's users on a quarter of its provider: the same shares of
+    // capacity and demand, a quarter of the work for a run five times as long.
+    provider: { ...PROVIDER, maxConcurrent: 33, maxQueue: 15 },
+    trigger: { startS: 60, endS: 4_860, errorRate: 0.5, errorStatus: 503, capacityFactor: 0.5 },
+    users: { ...USERS, conversations: 50 },
+    prices: PRICES,
+  },
+};
+
+/** Every built-in scenario by name: the default eight and the extra ones. */
+export const ALL_SCENARIOS: Record<string, Scenario> = { ...SCENARIOS, ...EXTRA_SCENARIOS };

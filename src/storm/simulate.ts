@@ -1,9 +1,10 @@
 import { type Usage, VirtualClock } from "../index.ts";
 import { mulberry32 } from "../testing/index.ts";
+import type { Arrival } from "./arrivals.ts";
 import { Draws } from "./draws.ts";
 import { Metrics, type StackResult } from "./metrics.ts";
 import { SimProvider } from "./provider.ts";
-import type { Scenario } from "./scenarios.ts";
+import { inTrigger, type ProviderSpec, type Scenario } from "./scenarios.ts";
 import { SimTool } from "./tool.ts";
 import type { StackClient, StormStack, TurnInfo } from "./types.ts";
 
@@ -59,14 +60,27 @@ function streams(seed: number) {
 /** A trigger that never fires: the fallback provider is healthy throughout. */
 const CALM = { startS: 0, endS: 0 };
 
-/** The calls per second the users make when the provider is healthy. */
+/** The calls per second the users make when the provider is healthy (a replay: its
+ * requests over the trigger, or the whole log when it has none). */
 export function offeredCallRate(scenario: Scenario): number {
+  const log = scenario.arrivals;
+  if (log !== undefined) {
+    const t = scenario.trigger;
+    const inIt = log.filter((a) => inTrigger(t, a.atMs)).length;
+    const span = windowsOf(t).reduce((s, [a, b]) => s + (b - a), 0);
+    const all = log.length / Math.max(1, (log.at(-1)?.atMs ?? 0) / 1000);
+    return span > 0 ? inIt / span : all;
+  }
   const u = scenario.users;
   return (
     (u.conversations * u.turnsPerConversation * (u.modelCallsPerTurn + (u.subagentsPerTurn ?? 0))) /
     expectedConversationS(scenario)
   );
 }
+
+/** A trigger's windows, in seconds. */
+export const windowsOf = (t: Scenario["trigger"]): readonly (readonly [number, number])[] =>
+  t.windows ?? [[t.startS, t.endS]];
 
 /**
  * What the provider could answer per second while the trigger lasted: the calls its
@@ -75,7 +89,7 @@ export function offeredCallRate(scenario: Scenario): number {
  */
 export function capacityGoodput(scenario: Scenario): number {
   const { provider: p, trigger: t } = scenario;
-  const serviceS = (expectedCallMs(scenario) * (t.latencyFactor ?? 1)) / 1000;
+  const serviceS = (meanCallMs(scenario) * (t.latencyFactor ?? 1)) / 1000;
   const slots = Math.max(1, Math.round(p.maxConcurrent * (t.capacityFactor ?? 1)));
   const limit = t.rateLimit ? t.rateLimit.perWindow / t.rateLimit.windowS : Infinity;
   const timedOut = scenario.attemptTimeoutS !== undefined && serviceS > scenario.attemptTimeoutS;
@@ -83,6 +97,32 @@ export function capacityGoodput(scenario: Scenario): number {
   // Calls on a spent key can never be answered.
   const askable = offeredCallRate(scenario) * (1 - (t.rateLimit?.quotaShare ?? 0));
   return Math.round(Math.min(askable, served) * 10) / 10;
+}
+
+/** How long a call of mean size takes when nothing goes wrong, in ms (a replay: its own). */
+function meanCallMs(scenario: Scenario): number {
+  const log = scenario.arrivals;
+  if (log === undefined || log.length === 0) return expectedCallMs(scenario);
+  return capacityParts(log, scenario.provider).callMs;
+}
+
+/** The mean rate (calls/s) and call duration (ms, nothing wrong) of a log on `provider`, or
+ * of `scenario`'s users when there is no log. */
+export function capacityParts(
+  log: readonly Arrival[] | undefined,
+  provider: ProviderSpec,
+  scenario?: Scenario,
+): { rate: number; callMs: number } {
+  if (log === undefined)
+    return { rate: offeredCallRate(scenario!), callMs: expectedCallMs(scenario!) };
+  const p = provider;
+  const sum = log.reduce(
+    (s, a) =>
+      s + p.ttftMs + a.outputTokens * p.perOutputTokenMs + a.inputTokens * p.perInputTokenMs,
+    0,
+  );
+  const spanS = Math.max(1, (log.at(-1)?.atMs ?? 0) / 1000);
+  return { rate: log.length / spanS, callMs: sum / Math.max(1, log.length) };
 }
 
 const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);
@@ -101,6 +141,8 @@ interface TurnCtx {
   calls: number;
   /** The conversation's context depth: its model calls so far. */
   depth: number;
+  /** A replayed request: the turn is its one call, with its tokens. */
+  readonly arrival: Arrival | undefined;
   readonly client: StackClient;
   readonly random: () => number;
   readonly key: number;
@@ -147,7 +189,9 @@ class Simulation {
     this.#scenario = scenario;
     this.#stack = stack;
     this.#options = options;
-    this.#warmupMs = Math.ceil(2 * expectedConversationS(scenario)) * 1000;
+    // A replay starts as its log does; a population, two conversation lifetimes early.
+    this.#warmupMs =
+      scenario.arrivals === undefined ? Math.ceil(2 * expectedConversationS(scenario)) * 1000 : 0;
     this.#endMs = scenario.durationS * 1000;
     this.#openMs = this.#endMs;
     this.#turnMs = expectedTurnS(scenario) * 1000;
@@ -192,15 +236,8 @@ class Simulation {
   async run(): Promise<StackResult> {
     const clock = this.#clock;
     const endMs = this.#endMs;
-    let conversations = 0;
-    const rate = this.#scenario.users.conversations / expectedConversationS(this.#scenario);
-    const arrivals = mulberry32((this.#options.seed * 31 + 17) >>> 0);
-    const arrive = () => {
-      if (clock.now() >= this.#openMs) return;
-      void this.#conversation(conversations++).catch(() => {});
-      clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
-    };
-    clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+    if (this.#scenario.arrivals === undefined) this.#poisson();
+    else this.#replay(this.#scenario.arrivals);
     const sliceMs = 5_000;
     const warmupMs = this.#warmupMs;
     for (let t = -warmupMs; t < endMs; t += sliceMs) {
@@ -216,6 +253,38 @@ class Simulation {
       await clock.advance(sliceMs);
     this.#stop.abort();
     return this.#metrics.result(this.#stack, this.#scenario.prices, this.#options.calm);
+  }
+
+  /** Conversations arriving as a Poisson process (see `run`). */
+  #poisson(): void {
+    const clock = this.#clock;
+    let conversations = 0;
+    const rate = this.#scenario.users.conversations / expectedConversationS(this.#scenario);
+    const arrivals = mulberry32((this.#options.seed * 31 + 17) >>> 0);
+    const arrive = () => {
+      if (clock.now() >= this.#openMs) return;
+      void this.#conversation(conversations++).catch(() => {});
+      clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+    };
+    clock.schedule((-Math.log(1 - arrivals()) / rate) * 1000, arrive);
+  }
+
+  /** A replayed log: each request a turn of one call at its own time, with its own tokens,
+   * open-loop (the log's arrivals do not wait for the provider). One timer pending at a
+   * time: the next arrival is scheduled as one arrives. */
+  #replay(log: readonly Arrival[]): void {
+    const clock = this.#clock;
+    let i = 0;
+    const next = () => {
+      const a = log[i];
+      if (a === undefined || a.atMs >= this.#openMs) return;
+      clock.schedule(Math.max(0, a.atMs - clock.now()), () => {
+        const index = i++;
+        void this.#turn(0, this.#r.user(index), index, 0, a).catch(() => {});
+        next();
+      });
+    };
+    next();
   }
 
   /** A conversation: its turns at the user's own pace. A turn is due one expected turn
@@ -241,7 +310,13 @@ class Simulation {
   /** One turn (the conversation's `n`-th): its steps in order, within the user's patience.
    * Returns the context depth. A conversation's first turn is scored whole: answered or
    * not, and when. */
-  async #turn(depth: number, random: () => number, key: number, n: number): Promise<number> {
+  async #turn(
+    depth: number,
+    random: () => number,
+    key: number,
+    n: number,
+    arrival?: Arrival,
+  ): Promise<number> {
     const clock = this.#clock;
     const u = this.#scenario.users;
     const started = clock.now();
@@ -268,6 +343,7 @@ class Simulation {
       order: key * TURNS + n,
       calls: 0,
       depth,
+      arrival,
       client: this.#client,
       random,
       key,
@@ -293,6 +369,10 @@ class Simulation {
    * that fails ends the turn unanswered). Each model call deepens the context. */
   async #steps(t: TurnCtx): Promise<boolean> {
     const u = this.#scenario.users;
+    if (t.arrival !== undefined) {
+      await this.#model(t, t.arrival.inputTokens, undefined, t.arrival.outputTokens);
+      return true;
+    }
     for (const step of turnSteps(u)) {
       if (step === "tool") {
         if (!(await this.#tool(t))) return false;
@@ -324,16 +404,15 @@ class Simulation {
   }
 
   /** One model call, measured; it settles when the stack answers or the user leaves. */
-  #model(t: TurnCtx, inputTokens: number, subagent?: number): Promise<unknown> {
+  #model(
+    t: TurnCtx,
+    inputTokens: number,
+    subagent?: number,
+    outputTokens = Math.round(between(t.random, this.#scenario.users.outputTokens)),
+  ): Promise<unknown> {
     const clock = this.#clock;
     const metrics = this.#metrics;
-    const u = this.#scenario.users;
-    const request = {
-      id: t.order * CALLS + t.calls++,
-      key: t.key,
-      inputTokens,
-      outputTokens: Math.round(between(t.random, u.outputTokens)),
-    };
+    const request = { id: t.order * CALLS + t.calls++, key: t.key, inputTokens, outputTokens };
     const measured = metrics.callStarted(clock.now());
     // A stack that ignores the user leaving keeps working (and retrying) after the user
     // stopped waiting; the call is decided as failed when the user leaves.

@@ -9,6 +9,7 @@ import {
   type StepState,
   type Usage,
 } from "../index.ts";
+import { AiFallbackModel, aiFallbackCall } from "./peers/ai-fallback.ts";
 import { AI_RETRY, AI_RETRY_FALLBACK, aiRetryCall } from "./peers/ai-retry.ts";
 import { AI_SDK } from "./peers/ai-sdk.ts";
 import { RESTATE_RUN, TEMPORAL_ACTIVITY } from "./peers/engines.ts";
@@ -184,6 +185,25 @@ export const aiRetryFallback: StormStack = {
         (s) => ctx.fallback.call(request, s),
       ]),
     ),
+};
+
+/** ai-fallback's README setup: one `createFallback` model over the primary and the second
+ * provider, shared by the app's calls, under `generateText`'s own retries. */
+export const aiFallback: StormStack = {
+  name: "ai-fallback+fallback",
+  description:
+    "ai-fallback 3.0: createFallback([primary, second]) under generateText's 3 attempts; 401/403/408/409/413/429/5xx or the words switch; back to the primary at most every 3 min",
+  propagatesCancel: true,
+  fallback: true,
+  create: (ctx) => {
+    const model = new AiFallbackModel(ctx.clock, 2);
+    return peerWith(ctx, (request, signal, loop) =>
+      aiFallbackCall(model, loop, signal, [
+        (s) => ctx.provider.call(request, s),
+        (s) => ctx.fallback.call(request, s),
+      ]),
+    );
+  },
 };
 
 /** The OpenAI Agents SDK's runner retries, as its docs set them, over its openai client. */
@@ -474,6 +494,7 @@ export const STACKS: readonly StormStack[] = [
   breakwaterHedge,
   langchainV1Fallback,
   aiRetryFallback,
+  aiFallback,
   litellmRouterFallback,
   breakwaterFallback,
   temporalAsWritten,

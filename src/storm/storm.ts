@@ -1,15 +1,21 @@
-import { opt, parseOptions } from "../internal.ts";
+import { opt, parseOptions, type Rule } from "../internal.ts";
+import type { Arrival } from "./arrivals.ts";
 import { stackRule } from "./config.ts";
 import type { StackResult } from "./metrics.ts";
-import { SCENARIOS, type Scenario } from "./scenarios.ts";
+import { ALL_SCENARIOS, SCENARIO_NAMES, type Scenario } from "./scenarios.ts";
 import { capacityGoodput, simulate } from "./simulate.ts";
 import { STACKS } from "./stacks.ts";
+import { withArrivals } from "./traces.ts";
 import type { StormStack } from "./types.ts";
 
 /** Options of `runStorm`. */
 export interface StormOptions {
-  /** Scenario names (default: all). */
-  scenarios?: string[];
+  /** Scenarios: built-in names (default: the eight of `SCENARIO_NAMES`; `incident-long`
+   * too, when named) or scenarios of your own making (`replayScenarios(dir)`'s). */
+  scenarios?: (string | Scenario)[];
+  /** A request log replayed in each scenario (`loadArrivals(file)`): each request a turn of
+   * one call at its own time with its own tokens, the provider scaled to its load. */
+  arrivals?: readonly Arrival[];
   /** Stacks to compare (default: the built-ins). */
   stacks?: readonly StormStack[];
   seed?: number;
@@ -17,8 +23,29 @@ export interface StormOptions {
   onProgress?: (scenario: string, stack: string, done: number) => void;
 }
 
+const isScenario = (x: unknown): x is Scenario => {
+  const s = x as Partial<Scenario> | null;
+  return (
+    typeof s?.name === "string" &&
+    typeof s.durationS === "number" &&
+    typeof s.provider === "object" &&
+    typeof s.trigger === "object" &&
+    typeof s.users === "object"
+  );
+};
+const scenarioRule: Rule<string | Scenario> = (v, name, x) =>
+  isScenario(x) ? x : v.oneOf(name, x, Object.keys(ALL_SCENARIOS));
+const isArrival = (a: unknown) =>
+  typeof (a as Arrival | null)?.atMs === "number" &&
+  typeof (a as Arrival).inputTokens === "number" &&
+  typeof (a as Arrival).outputTokens === "number";
+
 const OPTIONS = {
-  scenarios: opt.list(opt.oneOf(Object.keys(SCENARIOS))),
+  scenarios: opt.list(scenarioRule),
+  arrivals: opt.any<readonly Arrival[]>(
+    (x) => Array.isArray(x) && x.length > 0 && x.every(isArrival),
+    "arrivals ({ atMs, inputTokens, outputTokens }, loadArrivals(file)), at least one",
+  ),
   stacks: opt.list(stackRule),
   seed: opt.int({ default: 1 }),
   onProgress: opt.fn<NonNullable<StormOptions["onProgress"]>>(),
@@ -26,7 +53,10 @@ const OPTIONS = {
 
 /** One scenario's results, stack by stack. */
 export interface ScenarioReport {
-  scenario: Omit<Scenario, "prices"> & { prices: Scenario["prices"] };
+  /** The scenario (a replay's requests are not repeated here: `replayed` counts them). */
+  scenario: Omit<Scenario, "prices" | "arrivals"> & { prices: Scenario["prices"] };
+  /** A replay: how many requests its log held. */
+  replayed?: number;
   /** What the provider could answer per second during the trigger (calls/s). */
   capacityGoodput: number;
   results: StackResult[];
@@ -42,11 +72,14 @@ export interface StormReport {
 export async function runStorm(options: StormOptions = {}): Promise<StormReport> {
   const o = parseOptions("storm", OPTIONS, options);
   const seed = o.seed;
-  const names = o.scenarios ?? Object.keys(SCENARIOS);
+  const chosen = (o.scenarios ?? SCENARIO_NAMES).map((s) =>
+    typeof s === "string" ? ALL_SCENARIOS[s]! : s,
+  );
   const stacks = o.stacks ?? STACKS;
   const scenarios: ScenarioReport[] = [];
-  for (const name of names) {
-    const scenario = SCENARIOS[name]!;
+  for (const given of chosen) {
+    const scenario = o.arrivals === undefined ? given : withArrivals(given, o.arrivals);
+    const name = scenario.name;
     const results: StackResult[] = [];
     // With no trouble every stack sends the same requests: one calm run is the reference.
     const quiet = {
@@ -61,7 +94,13 @@ export async function runStorm(options: StormOptions = {}): Promise<StormReport>
         await simulate(scenario, stack, { seed, calm, ...(onProgress && { onProgress }) }),
       );
     }
-    scenarios.push({ scenario, capacityGoodput: capacityGoodput(scenario), results });
+    const { arrivals, ...shown } = scenario;
+    scenarios.push({
+      scenario: shown,
+      ...(arrivals !== undefined && { replayed: arrivals.length }),
+      capacityGoodput: capacityGoodput(scenario),
+      results,
+    });
   }
   return { seed, scenarios };
 }
