@@ -20,6 +20,7 @@ const COLORS = [
   "#6b6ecf",
   "#e7969c",
   "#5254a3",
+  "#b5651d",
 ];
 
 const esc = (s: string) =>
@@ -63,6 +64,7 @@ const DASHES = [
   "",
   "8 2 2 2",
   "5 5",
+  "10 2 2 2 2 2",
 ];
 
 const style = (i: number) =>

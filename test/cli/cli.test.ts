@@ -118,6 +118,51 @@ describe("the breakwater command", () => {
     expect(bad.stderr).toMatch(/--stacks: unknown stack "nope"; one of naive, openai-sdk/);
   });
 
+  it("storm --arrivals: your own request log replayed in a scenario, across threads as in one; a bad log is named", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bw-arrivals-"));
+    try {
+      // Three requests a second for three minutes, its own column names.
+      const rows = Array.from(
+        { length: 540 },
+        (_, i) => `${(i / 3).toFixed(3)},${800 + (i % 7) * 100},${50 + (i % 5) * 20}`,
+      );
+      const log = join(dir, "log.csv");
+      writeFileSync(log, ["at,prompt,completion", ...rows].join("\n"));
+      const args = ["storm", "--scenario", "blip,outage-503", "--stacks", "naive,breakwater"];
+      const columns = [
+        "--time-column",
+        "at",
+        "--input-column",
+        "prompt",
+        "--output-column",
+        "completion",
+      ];
+      const one = join(dir, "one.json");
+      const two = join(dir, "two.json");
+      await cli(...args, "--arrivals", log, ...columns, "--threads", "1", "--json", one);
+      await cli(...args, "--arrivals", log, ...columns, "--threads", "2", "--json", two);
+      expect(readFileSync(two, "utf8")).toBe(readFileSync(one, "utf8"));
+      const report = JSON.parse(readFileSync(one, "utf8"));
+      expect(report.scenarios.map((s: { replayed: number }) => s.replayed)).toEqual([540, 540]);
+      expect(report.scenarios[0].scenario.title).toMatch(/replaying your log \(540 requests\)/);
+      // The blip's 5 s saw 15 of the log's first turns, each a turn of one call.
+      expect(report.scenarios[0].results[0].turns.trigger.begun).toBe(15);
+      const bad = await cli(...args, "--arrivals", log).catch((e) => e);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(
+        /--arrivals .*log\.csv: the header: no column "TIMESTAMP" .* --time-column/,
+      );
+      const replay = await cli("storm", "--scenario", "replay-bursts").catch((e) => e);
+      expect(replay.stderr).toMatch(
+        /unknown scenario "replay-bursts".*\(replays need --traces dir\)/,
+      );
+      const none = await cli("storm", "--traces", dir).catch((e) => e);
+      expect(none.stderr).toMatch(/--traces .*: neither AzureLLMInferenceTrace_code\.csv nor/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it("storm across threads: the report is byte for byte one thread's, a --config stack too", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bw-threads-"));
     try {

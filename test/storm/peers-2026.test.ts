@@ -5,11 +5,14 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
 import { Agent, OpenAIProvider, Runner, retryPolicies, setTracingDisabled } from "@openai/agents";
 import { generateText } from "ai";
+import { createFallback } from "ai-fallback";
 import { createRetryableModel, error, httpStatus } from "ai-retry/language-model";
 import { createAgent, modelFallbackMiddleware, modelRetryMiddleware } from "langchain";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../src/index.ts";
+import { AiFallbackModel, aiFallbackCall } from "../../src/storm/peers/ai-fallback.ts";
 import {
+  aiFallback,
   aiRetry,
   aiRetryFallback,
   langchainV1,
@@ -230,6 +233,23 @@ async function agree(
   return sim;
 }
 
+/** The ai-fallback row's loop with a model of its own per call (what the real check makes). */
+const aiFallbackPerCall: StormStack = {
+  ...aiFallback,
+  create: (ctx) => {
+    const base = aiFallback.create(ctx);
+    const loop = { clock: ctx.clock, random: ctx.random, timeoutMs: ctx.attemptTimeoutMs };
+    return {
+      ...base,
+      model: (request, { signal }) =>
+        aiFallbackCall(new AiFallbackModel(ctx.clock, 2), loop, signal, [
+          (s) => ctx.provider.call(request, s),
+          (s) => ctx.fallback.call(request, s),
+        ]),
+    };
+  },
+};
+
 /** The status faults: their cases wait on the packages' real backoff (seconds each, little
  * CPU), so they run side by side, each on a fault server of its own. The timeout cases read
  * how late an answer is and run one at a time, after them. */
@@ -330,6 +350,24 @@ const CASES = {
       await agree(langchainV1Fallback, fault, n, r);
     });
   },
+  async aiFallback(fault: Fault) {
+    await onFaultServer(async (server) => {
+      const p = ai(server);
+      const n = sample(fault, 100);
+      // One fallback model per call, as the storm's per-call loop below: 3.0.0 keeps the
+      // model calls go to in the shared model object (the storm's row shares one, as an app
+      // does; its stickiness is checked one call at a time, below).
+      const r = await real(server, fault, n, () =>
+        generateText({
+          model: createFallback({ models: [p.chat("gpt-4o"), p.chat("gpt-4o-mini")] }),
+          prompt: "hi",
+        }),
+      );
+      const sim = await agree(aiFallbackPerCall, fault, n, r);
+      // generateText's 3 passes, each the primary then the second on a 503: 1 + 1/2 + ...
+      if (fault === "503") expect(sim.secondary.mean).toBeCloseTo(0.5, 1);
+    });
+  },
   async openaiAgents(fault: Fault) {
     await onFaultServer(async (server) => {
       const n = sample(fault, 100);
@@ -381,6 +419,7 @@ const TITLES: [keyof typeof CASES, string, readonly Fault[]][] = [
     ["503", "429", "timeout"],
   ],
   ["openaiAgents", "the OpenAI Agents SDK 0.20 with its documented retry settings, under %s", ALL],
+  ["aiFallback", "ai-fallback 3.0 over a second model, under %s at the primary", STATUS],
 ];
 
 describe.concurrent("the 2026 peers' stacks behave as the real packages do (fault server, p = 0.5)", () => {
@@ -394,4 +433,32 @@ describe("the same, the app's timeout cut short by a late answer (one at a time)
   for (const [name, title, faults] of TITLES)
     if (faults.includes("timeout"))
       it(title.replace("%s", "timeout"), () => CASES[name]("timeout"), 120_000);
+});
+
+describe("ai-fallback 3.0 keeps to the second model after a switch, as the storm's row does", () => {
+  it("one model shared by calls made one at a time: the primary down, one request to it, then none", async () => {
+    await onFaultServer(async (server) => {
+      server.setScript({ rules: [{ route: "openai", model: "gpt-4o", status: 503 }] });
+      const p = ai(server);
+      const model = createFallback({ models: [p.chat("gpt-4o"), p.chat("gpt-4o-mini")] });
+      for (let i = 0; i < 5; i++) await generateText({ model, prompt: "hi", maxRetries: 0 });
+      const at = (m: string) => server.stats().timeline.filter((a) => a.model === m).length;
+      expect([at("gpt-4o"), at("gpt-4o-mini")]).toEqual([1, 5]);
+      // The storm's model of it, the same five calls in a row.
+      const clock = new VirtualClock();
+      const sim = new AiFallbackModel(clock, 2);
+      const sent = [0, 0];
+      const send = [0, 1].map((i) => async () => {
+        sent[i]!++;
+        if (i === 0) throw new SimHttpError(503, "injected");
+        return "ok";
+      });
+      for (let i = 0; i < 5; i++) await sim.generate(send, undefined);
+      expect(sent).toEqual([1, 5]);
+      // Three minutes after its last reset it tries the primary again, once, and switches back.
+      await clock.advance(180_000);
+      await sim.generate(send, undefined);
+      expect(sent).toEqual([2, 6]);
+    });
+  }, 60_000);
 });
