@@ -52,9 +52,11 @@ export function isOverload(f: Failure | undefined): boolean {
  *   most recent attempts were cut by our timer unanswered: they queued at the upstream for
  *   their whole window): the only overload this limit can be blamed for is one met while
  *   pushing at it. Failures met well below it (a share of requests failing whatever is
- *   sent, a smaller upstream) are the admission's to handle, and never drive it down. At
- *   most one cut per round trip: only an attempt sent after the last cut, once one sent
- *   after it was answered, cuts again.
+ *   sent, a smaller upstream) are the admission's to handle, and never drive it down; so,
+ *   once it is armed, are overload answers no more than twice as frequent at the limit as
+ *   below it (demand that keeps the limit full would otherwise meet them there round trip
+ *   after round trip). At most one cut per round trip: only an attempt sent after the last
+ *   cut, once one sent after it was answered, cuts again.
  * - Answers grow it while it binds: by about its square root per round trip once it is at
  *   its slow-start threshold, and by one per answer (doubling per round trip) below it.
  *   A cut puts the threshold at the new limit, except after an episode that began with
@@ -104,6 +106,9 @@ export class AdaptiveConcurrency {
     if (end.startedAt >= this.#cutAt && f === undefined) this.#answeredSinceCut = true;
     const cutByUs = f?.kind === "timeout" && isOverload(f);
     if (f === undefined || cutByUs) this.#timedOut += ((cutByUs ? 1 : 0) - this.#timedOut) / SAMPLE;
+    // How often the upstream answers with an overload, at the limit and below it (our
+    // timer's cuts are load whatever the share: they are not counted here).
+    if (f === undefined || (isOverload(f) && !cutByUs)) this.#share(sent, f !== undefined);
     if (isOverload(f)) {
       this.#troubleAt = now;
       this.#overloaded(end, sent, now);
@@ -119,10 +124,28 @@ export class AdaptiveConcurrency {
     return true;
   }
 
+  /** How often answers were overloads, for attempts sent at the limit and below it (moving
+   * averages over about SAMPLE of each). */
+  #atLimit = 0;
+  #below = 0;
+  #share(sent: AtSend, overload: boolean): void {
+    const x = overload ? 1 : 0;
+    if (sent.inFlightAtSend >= BINDING * sent.limitAtSend)
+      this.#atLimit += (x - this.#atLimit) / SAMPLE;
+    else this.#below += (x - this.#below) / SAMPLE;
+  }
+
   /** An overload met pushing at the limit cuts it, once per round trip. */
   #overloaded(end: SlotEnd, sent: AtSend, now: number): void {
     const level = sent.inFlightAtSend;
     const against = sent.limitAtSend;
+    // Armed, overload answers no more frequent at the limit than they were below it are the
+    // upstream's whatever is sent (a share of requests failing): cutting more would not
+    // lower them, and would take the limit down round trip after round trip. An attempt our
+    // timer cut waited its whole window in the upstream's queue: that is always load.
+    const answered = end.failure?.kind !== "timeout";
+    const armed = this.#limit !== Number.POSITIVE_INFINITY;
+    if (armed && answered && this.#atLimit <= 2 * this.#below) return;
     // Unarmed, the limit is only pace: releasing held demand pushes at it too.
     const unarmed = this.#limit === Number.POSITIVE_INFINITY;
     // Most recent attempts waited their whole window in the upstream's queue until our timer

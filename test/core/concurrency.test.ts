@@ -35,6 +35,42 @@ function answer(c: AdaptiveConcurrency, n: number, inFlight: number, at: number,
 }
 
 describe("AdaptiveConcurrency (rule 19)", () => {
+  it("armed, overload answers no more frequent at the limit than below it do not take it down round trip after round trip", () => {
+    // Below the limit, 3 in 10 attempts fail with a 503 whatever is sent (an incident's
+    // share); then a cut arms it, and demand keeps it at the limit with the same share.
+    const c = new AdaptiveConcurrency();
+    let t = 0;
+    for (let i = 0; i < 200; i++) {
+      const f = i % 10 < 3 ? OVERLOADED : undefined;
+      c.ended({ startedAt: t, ...(f && { failure: f }) }, sent(10, 40), 10, t + 1);
+      t += 10;
+    }
+    c.ended({ startedAt: t, failure: OVERLOADED }, sent(40, 40, true), 40, t + 1); // held demand
+    const armed = c.limit;
+    expect(armed).toBeLessThan(20);
+    for (let round = 0; round < 20; round++) {
+      t += 2_000;
+      const l = Math.floor(c.limit);
+      for (let i = 0; i < l; i++) {
+        const f = i % 10 < 3 ? OVERLOADED : undefined;
+        c.ended({ startedAt: t, ...(f && { failure: f }) }, sent(l, l), l, t + 1_000);
+      }
+    }
+    expect(c.limit).toBeGreaterThanOrEqual(armed);
+    // The same, with overloads that come only at the limit, is cut as before.
+    const d = new AdaptiveConcurrency();
+    d.ended({ startedAt: 0, failure: OVERLOADED }, sent(40, 40, true), 40, 1);
+    for (let round = 0; round < 5; round++) {
+      t += 2_000;
+      const l = Math.floor(d.limit);
+      for (let i = 0; i < l; i++) {
+        const f = i % 10 < 3 ? OVERLOADED : undefined;
+        d.ended({ startedAt: t, ...(f && { failure: f }) }, sent(l, l), l, t + 1_000);
+      }
+    }
+    expect(d.limit).toBeLessThan(0.5 * 28); // cut again and again from 28
+  });
+
   it("is unarmed until trouble: no cap before any answer, then only pace, twice what was in flight as answers came", () => {
     const c = new AdaptiveConcurrency();
     expect(c.limit).toBe(Number.POSITIVE_INFINITY);

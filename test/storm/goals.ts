@@ -20,7 +20,12 @@ export const PEERS = [
   "openai-agents",
   "litellm-router",
 ];
-const FALLBACK_PEERS = ["langchain-v1+fallback", "ai-retry+fallback", "litellm-router+fallback"];
+const FALLBACK_PEERS = [
+  "langchain-v1+fallback",
+  "ai-retry+fallback",
+  "ai-fallback+fallback",
+  "litellm-router+fallback",
+];
 const ENGINE_PEERS = ["temporal+openai-sdk", "restate+ai-sdk"];
 const SCENARIOS = [
   "outage-503",
@@ -32,7 +37,7 @@ const SCENARIOS = [
   "tail-latency",
   "blip",
 ];
-const GROUPS = [
+export const GROUPS = [
   { row: "breakwater", peers: PEERS },
   { row: "breakwater+fallback", peers: FALLBACK_PEERS },
   { row: "breakwater+engine", peers: ENGINE_PEERS },
@@ -104,7 +109,12 @@ function view(s: ScenarioReport, names: readonly string[] = PEERS, rowName = "br
 }
 
 /** The turn checks of one group in one scenario: the points short, where more than allowed. */
-function turnMisses(s: ScenarioReport, row: string, peers: readonly string[]): string[] {
+export function turnMisses(
+  s: ScenarioReport,
+  row: string,
+  peers: readonly string[],
+  shortBy: Record<string, number> = SHORT_BY,
+): string[] {
   const get = (name: string) => s.results.find((r) => r.stack === name)!;
   const out: string[] = [];
   for (const w of ["trigger", "after"] as const) {
@@ -112,7 +122,7 @@ function turnMisses(s: ScenarioReport, row: string, peers: readonly string[]): s
     if (mine.begun < 30) continue; // too few turns to score (blip's 5 s trigger)
     for (const t of TS) {
       const best = Math.max(...peers.map((p) => get(p).turns[w].within[t]));
-      const allowed = (SHORT_BY[`${s.scenario.name}/${w}/${t}`] ?? 1) / 100;
+      const allowed = (shortBy[`${s.scenario.name}/${w}/${t}`] ?? 1) / 100;
       const short = best - mine.within[t];
       if (short > allowed + 1e-9)
         out.push(`${s.scenario.name} ${row} ${w} ≤${t}: ${(short * 100).toFixed(1)} points short`);
