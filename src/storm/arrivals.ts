@@ -86,6 +86,23 @@ function fields(line: string): string[] {
 
 const TOKENS = /^\d+(?:\.\d+)?$/;
 
+type Fail = (where: string, what: string) => never;
+const FLAGS = { time: "--time-column", input: "--input-column", output: "--output-column" };
+
+/** Where each named column is in the header; fails naming the missing one and its flag. */
+function columnIndexes(header: string[], names: Required<ArrivalColumns>, fail: Fail) {
+  const at = (role: keyof ArrivalColumns) => {
+    const i = header.indexOf(names[role]);
+    if (i === -1)
+      fail(
+        "the header",
+        `no column ${JSON.stringify(names[role])} for the ${role === "time" ? "arrival time" : `${role} tokens`} (it has ${header.map((h) => JSON.stringify(h)).join(", ")}); name it with ${FLAGS[role]}`,
+      );
+    return i;
+  };
+  return { time: at("time"), input: at("input"), output: at("output") };
+}
+
 /**
  * Reads a request log as arrivals: a CSV with a header naming its columns, one request a
  * line: when it arrived and its input and output tokens. Sorted by time, times from the
@@ -103,27 +120,13 @@ export function parseArrivals(
     input: given.input ?? DEFAULTS.input,
     output: given.output ?? DEFAULTS.output,
   };
-  const fail = (where: string, what: string): never => {
+  const fail: Fail = (where, what) => {
     throw new ArrivalsError(`${source}: ${where}: ${what}`);
   };
   if (text.trim() === "")
     fail("the file", "empty: a CSV with a header line, then a request a line");
   const lines = text.split(/\r?\n/);
-  const header = fields(lines[0] ?? "");
-  const at = (role: keyof ArrivalColumns, flag: string) => {
-    const i = header.indexOf(names[role]);
-    if (i === -1)
-      fail(
-        "the header",
-        `no column ${JSON.stringify(names[role])} for the ${role === "time" ? "arrival time" : `${role} tokens`} (it has ${header.map((h) => JSON.stringify(h)).join(", ")}); name it with ${flag}`,
-      );
-    return i;
-  };
-  const cols = {
-    time: at("time", "--time-column"),
-    input: at("input", "--input-column"),
-    output: at("output", "--output-column"),
-  };
+  const cols = columnIndexes(fields(lines[0] ?? ""), names, fail);
   const rows: { at: number; input: number; output: number }[] = [];
   for (let n = 1; n < lines.length; n++) {
     const line = lines[n]!;

@@ -35,8 +35,8 @@ export {
 } from "./scenarios.ts";
 export { expectedConversationS, type SimulateOptions, simulate } from "./simulate.ts";
 export {
-  aiRetry,
   aiFallback,
+  aiRetry,
   aiRetryFallback,
   aiSdk,
   breakwater,

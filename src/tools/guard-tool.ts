@@ -56,7 +56,8 @@ export interface GuardToolSpec<R> {
   name: string;
   /** What running it twice does: decides what may be retried. */
   effect: Effect;
-  /** A policy, or its options. @default 3 attempts, full jitter from 200 ms, cap 2 s */
+  /** A policy, or its options. @default `policy()`'s defaults: 3 attempts with no deadline, up
+   * to 10 within a run's; full jitter from 500 ms to 8 s */
   policy?: Policy | PolicyOptions;
   /** Shared per dependency (only with policy options). */
   budget?: Admission | RetryBudgetOptions;
@@ -121,7 +122,7 @@ const classifyResult = (error: unknown): Failure | undefined =>
 const nothingRan = (f: Failure, error: unknown): boolean =>
   isA(error, ToolResultFailure) || provesNothingRan(f);
 
-const DEFAULT_POLICY: PolicyOptions = { backoff: { baseMs: 200, capMs: 2_000 } };
+const DEFAULT_POLICY: PolicyOptions = {};
 const POLICY_PARTS = ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const;
 const isPolicy = (p: unknown): p is Policy => typeof (p as Policy)?.execute === "function";
 const isRunOrFn = (r: unknown) => typeof r === "function" || partsOf(r) !== undefined;

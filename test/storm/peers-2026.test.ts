@@ -147,11 +147,14 @@ async function real(
     const r = await sampleOnce(server, fault, n, call, answered, failing);
     stall.disable();
     const stalledMs = stall.max / 1e6;
-    // A stall matters only where the app has a timeout to cut an answer with.
+    // A stall matters only where the app has a timeout to cut an answer with; so does a
+    // call whose timer fired before its first request left (every stack sends at least one
+    // a call: fewer requests than calls is a loaded machine, not the retry loop).
     const stalled = fault === "timeout" && stalledMs >= TIMEOUT_MS / 2;
-    if ((r.healthyCut === 0 && !stalled) || draw === 3) return r;
+    const unsent = Math.max(0, n - r.requests);
+    if ((r.healthyCut === 0 && !stalled && unsent === 0) || draw === 3) return r;
     console.log(
-      `${fault}: the loop stalled ${Math.round(stalledMs)} ms, ${r.healthyCut} healthy answers cut; drawn again`,
+      `${fault}: the loop stalled ${Math.round(stalledMs)} ms, ${r.healthyCut} healthy answers cut, at least ${unsent} calls sent nothing; drawn again`,
     );
   }
 }
@@ -194,6 +197,7 @@ async function sampleOnce(
     primary: at(failing),
     secondary: timeline.length / n - at(failing),
     success: ok.filter(Boolean).length / n,
+    requests: timeline.length,
     healthyCut: timeline.filter((a) => a.rule === undefined && a.outcome === "aborted").length,
     // What each request met, faulted or not: printed beside the comparison, to read a miss.
     outcomes: timeline.reduce<Record<string, number>>((o, a) => {
