@@ -157,6 +157,14 @@ export function replayScenarios(dir: string): Scenario[] {
   return out;
 }
 
+/** Says so when the log ends before the trouble does: the rest of the trigger meets nobody. */
+function coverage(arrivals: readonly Arrival[], t: TriggerSpec): string {
+  const endS = (arrivals.at(-1)?.atMs ?? 0) / 1000;
+  return endS < t.endS
+    ? `; it ends at ${Math.round(endS)} s, before the trouble does at ${t.endS} s`
+    : "";
+}
+
 /**
  * `scenario`'s trouble met by `log`'s requests (your own, or a trace): each a turn of one
  * call at its time with its own tokens (those past the scenario's end dropped), the
@@ -175,7 +183,7 @@ export function withArrivals(scenario: Scenario, log: readonly Arrival[]): Scena
   const scaled = (n: number, by: number) => Math.max(1, Math.round(n * by));
   return {
     ...scenario,
-    title: `${scenario.title}, replaying your log (${arrivals.length} requests)`,
+    title: `${scenario.title}, replaying your log (${arrivals.length} requests${coverage(arrivals, t)})`,
     provider: { ...p, maxConcurrent: scaled(p.maxConcurrent, k), maxQueue: scaled(p.maxQueue, k) },
     trigger:
       limit === undefined

@@ -138,6 +138,11 @@ describe("a log replayed in a scenario", () => {
 
   it("each request a turn of one call at its time, the same turns under every stack", async () => {
     const s = withArrivals(SCENARIOS.blip!, log);
+    expect(s.title).toMatch(/replaying your log \(240 requests\)$/);
+    // A log shorter than the trouble says so: outage-503's runs to 660 s.
+    expect(withArrivals(SCENARIOS["outage-503"]!, log).title).toMatch(
+      /\(240 requests; it ends at 120 s, before the trouble does at 660 s\)$/,
+    );
     // 2 calls/s of 1.2 s against the scenario's 48/s of 2.2 s: slots scaled to match.
     expect(s.provider.maxConcurrent).toBeLessThan(SCENARIOS.blip!.provider.maxConcurrent / 10);
     const [b, n] = await Promise.all(
