@@ -87,14 +87,14 @@ export class AdaptiveAdmission implements Admission {
   /** Attempts and accepts in the window. */
   get stats(): { attempts: number; accepts: number } {
     const now = this.#clock.now();
-    let attempts = 0;
-    let accepts = 0;
-    for (let i = 0; i < SLOTS; i++) {
-      if (now - this.#slotStart[i]! >= this.windowMs) continue;
-      attempts += this.#attempts[i]!;
-      accepts += this.#accepts[i]!;
-    }
-    return { attempts, accepts };
+    return { attempts: this.#sum(this.#attempts, now), accepts: this.#sum(this.#accepts, now) };
+  }
+
+  /** `counts` summed over the slots still in the window at `now`. */
+  #sum(counts: readonly number[], now: number): number {
+    let n = 0;
+    for (let i = 0; i < SLOTS; i++) if (now - this.#slotStart[i]! < this.windowMs) n += counts[i]!;
+    return n;
   }
 
   tryAcquire(failure?: Failure, ask?: AdmissionAsk): boolean {
@@ -125,14 +125,9 @@ export class AdaptiveAdmission implements Admission {
    */
   #refusing(p: number, started: boolean): number {
     if (p === 0) return 0;
-    let asks = 0;
-    let fresh = 0;
     const now = this.#clock.now();
-    for (let i = 0; i < SLOTS; i++) {
-      if (now - this.#slotStart[i]! >= this.windowMs) continue;
-      asks += this.#asks[i]!;
-      fresh += this.#asksNew[i]!;
-    }
+    const asks = this.#sum(this.#asks, now);
+    const fresh = this.#sum(this.#asksNew, now);
     const refused = p * asks;
     if (!started) return fresh === 0 ? p : Math.min(1, refused / fresh);
     return asks === fresh ? p : Math.max(0, (refused - fresh) / (asks - fresh));

@@ -143,14 +143,13 @@ export class AdaptiveConcurrency {
     // upstream's whatever is sent (a share of requests failing): cutting more would not
     // lower them, and would take the limit down round trip after round trip. An attempt our
     // timer cut waited its whole window in the upstream's queue: that is always load.
-    const answered = end.failure?.kind !== "timeout";
-    const armed = this.#limit !== Number.POSITIVE_INFINITY;
-    if (armed && answered && this.#atLimit <= 2 * this.#below) return;
     // Unarmed, the limit is only pace: releasing held demand pushes at it too.
     const unarmed = this.#limit === Number.POSITIVE_INFINITY;
+    const cut = end.failure?.kind === "timeout";
+    if (!unarmed && !cut && this.#atLimit <= 2 * this.#below) return;
     // Most recent attempts waited their whole window in the upstream's queue until our timer
     // cut them: unlike fast 503s, that is our load showing, even unarmed.
-    const queued = end.failure?.kind === "timeout" && this.#timedOut > 0.5;
+    const queued = cut && this.#timedOut > 0.5;
     const pushing = level >= BINDING * against || (unarmed && (sent.heldAtSend || queued));
     if (!pushing) return;
     if (end.startedAt < this.#cutAt || !this.#answeredSinceCut) return;

@@ -14,6 +14,10 @@ export interface Arrival {
   readonly outputTokens: number;
 }
 
+/** A log's requests per second, over its span (at least a second). */
+export const meanRate = (log: readonly Arrival[]): number =>
+  log.length / Math.max(1, (log.at(-1)?.atMs ?? 0) / 1000);
+
 /** Which columns of the CSV hold each field (the header's names). The defaults are the
  * Azure LLM inference traces' (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). */
 export interface ArrivalColumns {
@@ -36,12 +40,13 @@ const DEFAULTS: Required<ArrivalColumns> = {
 /** `2023-11-16 18:17:03.9799600`, with `T`, a fraction of any length, `Z` or an offset. */
 const DATE_TIME =
   /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$/;
-const SECONDS = /^\d+(?:\.\d+)?$/;
+/** Seconds, or a count of tokens: digits, a fraction allowed. */
+const NUMBER = /^\d+(?:\.\d+)?$/;
 
 /** A time field in ms: a date-time (UTC unless it names a zone) or a number of seconds;
  * NaN when it is neither. */
 export function timeMs(field: string): number {
-  if (SECONDS.test(field)) return Number(field) * 1000;
+  if (NUMBER.test(field)) return Number(field) * 1000;
   const m = DATE_TIME.exec(field);
   if (m === null) return Number.NaN;
   const [, y, mo, d, h, mi, s, frac, zone] = m;
@@ -83,8 +88,6 @@ function fields(line: string): string[] {
     i++;
   }
 }
-
-const TOKENS = /^\d+(?:\.\d+)?$/;
 
 type Fail = (where: string, what: string) => never;
 const FLAGS = { time: "--time-column", input: "--input-column", output: "--output-column" };
@@ -141,7 +144,7 @@ export function parseArrivals(
       );
     const count = (i: number, role: string) => {
       const x = field(i);
-      if (!TOKENS.test(x))
+      if (!NUMBER.test(x))
         fail(`line ${n + 1}`, `${JSON.stringify(x)} is not a count of ${role} tokens (>= 0)`);
       return Math.round(Number(x));
     };

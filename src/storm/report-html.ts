@@ -91,8 +91,6 @@ function mergeLines(series: number[][], tol: number): Line[] {
 const sample = (i: number) =>
   `<svg class="sample" width="28" height="10" aria-hidden="true"><line x1="1" x2="27" y1="5" y2="5" stroke-width="2.4" ${style(i)}/></svg>`;
 
-/** A line chart as inline SVG, the trigger shaded; lines closer than 2% of the scale are
- * one line, and the caption says which stacks it stands for. */
 /** How a chart's x axis reads: seconds of the run with the trigger shaded (the default), or
  * another domain (the turn chart's patience), with the y axis fixed or fitted. */
 interface Axes {
@@ -100,9 +98,10 @@ interface Axes {
   readonly shade?: readonly [number, number];
   readonly smooth: boolean;
   readonly yMax?: number;
-  readonly tick: (v: number) => string;
 }
 
+/** A line chart as inline SVG, the trigger shaded; lines closer than 2% of the scale are
+ * one line, and the caption says which stacks it stands for. */
 function chart(
   title: string,
   results: StackResult[],
@@ -112,7 +111,6 @@ function chart(
     n: s.durationS,
     shade: [s.trigger.startS, s.trigger.endS],
     smooth: true,
-    tick: (v) => String(Math.round(v)),
   },
 ): string {
   const W = 560;
@@ -139,7 +137,7 @@ function chart(
       `<line class="grid" x1="${L}" x2="${W - R}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>`,
     );
     parts.push(
-      `<text class="tick" x="${L - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${axes.tick(v)}</text>`,
+      `<text class="tick" x="${L - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${Math.round(v)}</text>`,
     );
   }
   for (let k = 0; k <= 6; k++) {
@@ -219,7 +217,7 @@ function turnChart(s: ScenarioReport): string {
     s.results,
     (r) => r.turns.trigger.curve.map((v) => v * 100),
     s.scenario,
-    { n: patience + 1, smooth: false, yMax: 100, tick: (v) => String(Math.round(v)) },
+    { n: patience + 1, smooth: false, yMax: 100 },
   );
 }
 

@@ -128,11 +128,7 @@ export function turnColumns(patienceS: number): Column[] {
     value: (r) => pct(r.turns[w].within[key]),
   });
   return [
-    {
-      title: "stack",
-      help: "the retry stack: a peer's own retry loop, or breakwater (its defaults; a + names what a row adds)",
-      value: (r) => r.stack,
-    },
+    COLUMNS[0]!, // the stack
     {
       title: "first turns",
       help: "conversations' first turns begun during the trigger, and in the minute after it: the same turns under every stack",

@@ -1,6 +1,6 @@
 import { type Usage, VirtualClock } from "../index.ts";
 import { mulberry32 } from "../testing/index.ts";
-import type { Arrival } from "./arrivals.ts";
+import { type Arrival, meanRate } from "./arrivals.ts";
 import { Draws } from "./draws.ts";
 import { Metrics, type StackResult } from "./metrics.ts";
 import { SimProvider } from "./provider.ts";
@@ -9,7 +9,7 @@ import { SimTool } from "./tool.ts";
 import type { StackClient, StormStack, TurnInfo } from "./types.ts";
 
 /** How long one model call takes when nothing goes wrong, in ms (a call of mean size). */
-function expectedCallMs(scenario: Scenario): number {
+export function expectedCallMs(scenario: Scenario): number {
   const { users: u, provider: p } = scenario;
   const out = (u.outputTokens[0] + u.outputTokens[1]) / 2;
   const input = Math.min(
@@ -68,8 +68,7 @@ export function offeredCallRate(scenario: Scenario): number {
     const t = scenario.trigger;
     const inIt = log.filter((a) => inTrigger(t, a.atMs)).length;
     const span = windowsOf(t).reduce((s, [a, b]) => s + (b - a), 0);
-    const all = log.length / Math.max(1, (log.at(-1)?.atMs ?? 0) / 1000);
-    return span > 0 ? inIt / span : all;
+    return span > 0 ? inIt / span : meanRate(log);
   }
   const u = scenario.users;
   return (
@@ -103,26 +102,17 @@ export function capacityGoodput(scenario: Scenario): number {
 function meanCallMs(scenario: Scenario): number {
   const log = scenario.arrivals;
   if (log === undefined || log.length === 0) return expectedCallMs(scenario);
-  return capacityParts(log, scenario.provider).callMs;
+  return logCallMs(log, scenario.provider);
 }
 
-/** The mean rate (calls/s) and call duration (ms, nothing wrong) of a log on `provider`, or
- * of `scenario`'s users when there is no log. */
-export function capacityParts(
-  log: readonly Arrival[] | undefined,
-  provider: ProviderSpec,
-  scenario?: Scenario,
-): { rate: number; callMs: number } {
-  if (log === undefined)
-    return { rate: offeredCallRate(scenario!), callMs: expectedCallMs(scenario!) };
-  const p = provider;
+/** How long a call of `log` takes on `p` when nothing goes wrong, in ms, on average. */
+export function logCallMs(log: readonly Arrival[], p: ProviderSpec): number {
   const sum = log.reduce(
     (s, a) =>
       s + p.ttftMs + a.outputTokens * p.perOutputTokenMs + a.inputTokens * p.perInputTokenMs,
     0,
   );
-  const spanS = Math.max(1, (log.at(-1)?.atMs ?? 0) / 1000);
-  return { rate: log.length / spanS, callMs: sum / Math.max(1, log.length) };
+  return sum / Math.max(1, log.length);
 }
 
 const between = (r: () => number, [a, b]: [number, number]) => a + r() * (b - a);

@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { type Arrival, loadArrivals } from "./arrivals.ts";
+import { type Arrival, loadArrivals, meanRate } from "./arrivals.ts";
 import { type ProviderSpec, SCENARIOS, type Scenario, type TriggerSpec } from "./scenarios.ts";
-import { capacityParts } from "./simulate.ts";
+import { expectedCallMs, logCallMs, offeredCallRate } from "./simulate.ts";
 
 /**
  * The public traces the replay scenarios read (docs/storm.md, "What is data"): Azure's LLM
@@ -77,8 +77,7 @@ const over = (windows: [number, number][], trouble: Omit<TriggerSpec, "startS" |
 /** A provider for a log: the storm's own, with as many slots as keep its mean load at 80%
  * of them (as the built-in scenarios' users keep theirs), a queue half as deep. */
 function providerFor(log: readonly Arrival[], base: ProviderSpec): ProviderSpec {
-  const { rate, callMs } = capacityParts(log, base);
-  const slots = Math.max(1, Math.ceil((rate * callMs) / 1000 / 0.8));
+  const slots = Math.max(1, Math.ceil((meanRate(log) * logCallMs(log, base)) / 1000 / 0.8));
   return { ...base, maxConcurrent: slots, maxQueue: Math.ceil(slots / 2) };
 }
 
@@ -90,9 +89,8 @@ function providerFor(log: readonly Arrival[], base: ProviderSpec): ProviderSpec 
  */
 function replayBursts(trace: readonly Arrival[]): Scenario {
   const base = SCENARIOS["rate-limit"]!;
-  const mean = trace.length / ((trace.at(-1)?.atMs ?? 1) / 1000);
   const log = stretch(trace, busiest(trace, 900_000), 960_000);
-  const rate = 3 * mean;
+  const rate = 3 * meanRate(trace);
   const windows = refusedWindows(
     log.filter((a) => a.atMs < 900_000),
     rate,
@@ -173,10 +171,10 @@ function coverage(arrivals: readonly Arrival[], t: TriggerSpec): string {
  */
 export function withArrivals(scenario: Scenario, log: readonly Arrival[]): Scenario {
   const arrivals = log.filter((a) => a.atMs < scenario.durationS * 1000);
-  const own = capacityParts(undefined, scenario.provider, scenario);
-  const theirs = capacityParts(arrivals, scenario.provider);
-  const k = (theirs.rate * theirs.callMs) / (own.rate * own.callMs);
-  const perRate = theirs.rate / own.rate;
+  const own = offeredCallRate(scenario);
+  const theirs = meanRate(arrivals);
+  const k = (theirs * logCallMs(arrivals, scenario.provider)) / (own * expectedCallMs(scenario));
+  const perRate = theirs / own;
   const p = scenario.provider;
   const t = scenario.trigger;
   const limit = t.rateLimit;

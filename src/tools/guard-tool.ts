@@ -122,7 +122,6 @@ const classifyResult = (error: unknown): Failure | undefined =>
 const nothingRan = (f: Failure, error: unknown): boolean =>
   isA(error, ToolResultFailure) || provesNothingRan(f);
 
-const DEFAULT_POLICY: PolicyOptions = {};
 const POLICY_PARTS = ["budget", "breaker", "attemptTimeoutMs", "deadlineMs"] as const;
 const isPolicy = (p: unknown): p is Policy => typeof (p as Policy)?.execute === "function";
 const isRunOrFn = (r: unknown) => typeof r === "function" || partsOf(r) !== undefined;
@@ -156,7 +155,7 @@ function buildPolicy(s: GuardToolSpec<unknown>, v: Validator): Policy {
         v.fail(k, s[k], "set on the policy itself when a built policy is given");
     return s.policy;
   }
-  const options: PolicyOptions = { ...DEFAULT_POLICY, ...s.policy };
+  const options: PolicyOptions = { ...s.policy };
   for (const k of POLICY_PARTS)
     if (s[k] !== undefined) (options as Record<string, unknown>)[k] = s[k];
   return makePolicy(options);

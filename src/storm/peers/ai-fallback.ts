@@ -1,6 +1,14 @@
 import type { Clock } from "../../index.ts";
 import { AI_SDK } from "./ai-sdk.ts";
-import { isAbort, isTimeout, messageOf, type PeerLayer, runLayers, statusOf } from "./layers.ts";
+import {
+  isAbort,
+  isTimeout,
+  messageOf,
+  oneRequest,
+  type PeerCallContext,
+  runLayers,
+  statusOf,
+} from "./layers.ts";
 
 /*
  * ai-fallback 3.0.0 (src/index.ts of the published package; the most installed fallback
@@ -90,11 +98,7 @@ export class AiFallbackModel {
 }
 
 /** What the stack gives a call: time, randomness and the app's per-attempt timeout. */
-export interface AiFallbackContext {
-  readonly clock: Clock;
-  readonly random: () => number;
-  readonly timeoutMs?: number | undefined;
-}
+export type AiFallbackContext = PeerCallContext;
 
 /** One `generateText` call over the shared fallback model: the AI SDK's 3 attempts, each a
  * pass of `generate` over the models (a request under the app's timeout, if it has one). */
@@ -104,13 +108,7 @@ export function aiFallbackCall<T>(
   signal: AbortSignal | undefined,
   send: readonly ((s: AbortSignal | undefined) => Promise<T>)[],
 ): Promise<T> {
-  const request: PeerLayer = {
-    name: "ai-fallback request",
-    maxAttempts: 1,
-    timeoutMs: ctx.timeoutMs ?? Number.POSITIVE_INFINITY,
-    cancels: true,
-    next: () => undefined,
-  };
+  const request = oneRequest("ai-fallback request", ctx.timeoutMs);
   const timed = send.map(
     (f) => (s: AbortSignal | undefined) => runLayers([request], ctx, s, (s2) => f(s2)),
   );

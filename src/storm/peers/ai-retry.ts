@@ -1,10 +1,10 @@
-import type { Clock } from "../../index.ts";
 import {
   header,
   isAbort,
   isTimeout,
   messageOf,
-  type PeerLayer,
+  oneRequest,
+  type PeerCallContext,
   runLayers,
   sdkRetryable,
   statusOf,
@@ -91,11 +91,7 @@ function retryAfterMs(e: unknown, now: number): number | null {
 }
 
 /** What a stack gives the loop: time, randomness and the app's per-attempt timeout. */
-export interface AiRetryContext {
-  readonly clock: Clock;
-  readonly random: () => number;
-  readonly timeoutMs?: number | undefined;
-}
+export type AiRetryContext = PeerCallContext;
 
 /** The next attempt after `e` at `at`, and the wait before it; undefined: none matched. */
 function pick(entries: readonly Entry[], e: unknown, at: Upstream, tries: number[], now: number) {
@@ -127,13 +123,7 @@ export async function aiRetryCall<T>(
   signal: AbortSignal | undefined,
   send: readonly ((s: AbortSignal | undefined) => Promise<T>)[],
 ): Promise<T> {
-  const request: PeerLayer = {
-    name: "ai-retry attempt",
-    maxAttempts: 1,
-    timeoutMs: ctx.timeoutMs ?? Number.POSITIVE_INFINITY,
-    cancels: true,
-    next: () => undefined,
-  };
+  const request = oneRequest("ai-retry attempt", ctx.timeoutMs);
   const tries = [0, 0];
   let at: Upstream = 0;
   for (;;) {

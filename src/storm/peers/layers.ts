@@ -20,6 +20,24 @@ export interface PeerLayer {
   readonly cancels: boolean;
 }
 
+/** What a peer's own loop is given by its stack: time, randomness and the app's
+ * per-attempt timeout. */
+export interface PeerCallContext {
+  readonly clock: Clock;
+  readonly random: () => number;
+  readonly timeoutMs?: number | undefined;
+}
+
+/** One request under the app's per-attempt timeout (if it has one), never retried: the
+ * attempt of a peer whose loop is its own (ai-retry's, ai-fallback's). */
+export const oneRequest = (name: string, timeoutMs: number | undefined): PeerLayer => ({
+  name,
+  maxAttempts: 1,
+  timeoutMs: timeoutMs ?? Number.POSITIVE_INFINITY,
+  cancels: true,
+  next: () => undefined,
+});
+
 /** A simulated attempt cut by the layer's own timeout (no stack: the storm makes many). */
 export class PeerTimeoutError extends Error {
   override name = "TimeoutError";
